@@ -1,0 +1,186 @@
+package errdefs
+
+import "net/http"
+
+// Code is a stable, machine-readable error code sent on the wire. Codes never change meaning;
+// new ones may be added. Names follow the reference system's table where it has one.
+type Code string
+
+// Codes. The table below gives each its class and HTTP status.
+const (
+	// Generic.
+	CodeInternal         Code = "INTERNAL_ERROR"
+	CodeInvalidArgument  Code = "VALIDATION_FAILED"
+	CodeInvalidJSON      Code = "INVALID_JSON"
+	CodeRequestTooLarge  Code = "REQUEST_TOO_LARGE"
+	CodeNotFound         Code = "NOT_FOUND" // unknown route
+	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
+	CodeUnauthenticated  Code = "UNAUTHENTICATED"
+	CodeUnavailable      Code = "UNAVAILABLE"
+	CodeNotImplemented   Code = "NOT_IMPLEMENTED"
+
+	// Sandboxes.
+	CodeInvalidSandboxID   Code = "INVALID_SANDBOX_ID"
+	CodeReservedSandboxID  Code = "RESERVED_SANDBOX_ID"
+	CodeSandboxNotFound    Code = "SANDBOX_NOT_FOUND"
+	CodeSandboxConflict    Code = "SANDBOX_OPTIONS_CONFLICT"
+	CodeInvalidInstance    Code = "INVALID_INSTANCE_TYPE"
+	CodeImageNotFound      Code = "IMAGE_NOT_FOUND"
+	CodeImageBuildFailed   Code = "IMAGE_BUILD_FAILED"
+	CodeSandboxStartFailed Code = "SANDBOX_START_FAILED"
+	CodeAgentUnavailable   Code = "AGENT_UNAVAILABLE"
+
+	// Sessions.
+	CodeSessionAlreadyExists Code = "SESSION_ALREADY_EXISTS"
+	CodeSessionNotFound      Code = "SESSION_NOT_FOUND"
+	CodeSessionDefault       Code = "SESSION_DEFAULT_UNDELETABLE"
+
+	// Commands.
+	CodeInvalidCommand   Code = "INVALID_COMMAND"
+	CodeCommandFailed    Code = "COMMAND_EXECUTION_ERROR"
+	CodeCommandTimeout   Code = "COMMAND_TIMEOUT"
+	CodeStreamStartError Code = "STREAM_START_ERROR"
+
+	// Files.
+	CodeInvalidPath       Code = "INVALID_PATH"
+	CodeFileNotFound      Code = "FILE_NOT_FOUND"
+	CodeFileExists        Code = "FILE_EXISTS"
+	CodeFileTooLarge      Code = "FILE_TOO_LARGE"
+	CodeIsDirectory       Code = "IS_DIRECTORY"
+	CodeNotDirectory      Code = "NOT_DIRECTORY"
+	CodeNameTooLong       Code = "NAME_TOO_LONG"
+	CodePermission        Code = "PERMISSION_DENIED"
+	CodeNoSpace           Code = "NO_SPACE"
+	CodeReadOnly          Code = "READ_ONLY"
+	CodeResourceBusy      Code = "RESOURCE_BUSY"
+	CodeDirectoryNotEmpty Code = "DIRECTORY_NOT_EMPTY"
+	CodeFilesystem        Code = "FILESYSTEM_ERROR"
+
+	// Git.
+	CodeInvalidGitURL     Code = "INVALID_GIT_URL"
+	CodeGitRepoNotFound   Code = "GIT_REPOSITORY_NOT_FOUND"
+	CodeGitBranchNotFound Code = "GIT_BRANCH_NOT_FOUND"
+	CodeGitAuthFailed     Code = "GIT_AUTH_FAILED"
+	CodeGitNetwork        Code = "GIT_NETWORK_ERROR"
+	CodeGitTargetExists   Code = "GIT_TARGET_EXISTS"
+	CodeGitCloneFailed    Code = "GIT_CLONE_FAILED"
+)
+
+type codeInfo struct {
+	class  error
+	status int
+}
+
+// codes is the one place where a code gets its class and HTTP status.
+var codes = map[Code]codeInfo{
+	CodeInternal:         {ErrInternal, http.StatusInternalServerError},
+	CodeInvalidArgument:  {ErrInvalidArgument, http.StatusBadRequest},
+	CodeInvalidJSON:      {ErrInvalidArgument, http.StatusBadRequest},
+	CodeRequestTooLarge:  {ErrResourceExhausted, http.StatusRequestEntityTooLarge},
+	CodeNotFound:         {ErrNotFound, http.StatusNotFound},
+	CodeMethodNotAllowed: {ErrInvalidArgument, http.StatusMethodNotAllowed},
+	CodeUnauthenticated:  {ErrUnauthenticated, http.StatusUnauthorized},
+	CodeUnavailable:      {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeNotImplemented:   {ErrNotImplemented, http.StatusNotImplemented},
+
+	CodeInvalidSandboxID:   {ErrInvalidArgument, http.StatusBadRequest},
+	CodeReservedSandboxID:  {ErrInvalidArgument, http.StatusBadRequest},
+	CodeSandboxNotFound:    {ErrNotFound, http.StatusNotFound},
+	CodeSandboxConflict:    {ErrConflict, http.StatusConflict},
+	CodeInvalidInstance:    {ErrInvalidArgument, http.StatusBadRequest},
+	CodeImageNotFound:      {ErrNotFound, http.StatusNotFound},
+	CodeImageBuildFailed:   {ErrInternal, http.StatusInternalServerError},
+	CodeSandboxStartFailed: {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeAgentUnavailable:   {ErrUnavailable, http.StatusServiceUnavailable},
+
+	CodeSessionAlreadyExists: {ErrAlreadyExists, http.StatusConflict},
+	CodeSessionNotFound:      {ErrNotFound, http.StatusNotFound},
+	CodeSessionDefault:       {ErrFailedPrecondition, http.StatusBadRequest},
+
+	CodeInvalidCommand:   {ErrInvalidArgument, http.StatusBadRequest},
+	CodeCommandFailed:    {ErrInternal, http.StatusInternalServerError},
+	CodeCommandTimeout:   {ErrDeadlineExceeded, http.StatusRequestTimeout},
+	CodeStreamStartError: {ErrInternal, http.StatusInternalServerError},
+
+	CodeInvalidPath:       {ErrInvalidArgument, http.StatusBadRequest},
+	CodeFileNotFound:      {ErrNotFound, http.StatusNotFound},
+	CodeFileExists:        {ErrAlreadyExists, http.StatusConflict},
+	CodeFileTooLarge:      {ErrResourceExhausted, http.StatusRequestEntityTooLarge},
+	CodeIsDirectory:       {ErrInvalidArgument, http.StatusBadRequest},
+	CodeNotDirectory:      {ErrInvalidArgument, http.StatusBadRequest},
+	CodeNameTooLong:       {ErrInvalidArgument, http.StatusBadRequest},
+	CodePermission:        {ErrPermissionDenied, http.StatusForbidden},
+	CodeNoSpace:           {ErrResourceExhausted, http.StatusInsufficientStorage},
+	CodeReadOnly:          {ErrPermissionDenied, http.StatusForbidden},
+	CodeResourceBusy:      {ErrConflict, http.StatusConflict},
+	CodeDirectoryNotEmpty: {ErrConflict, http.StatusConflict},
+	CodeFilesystem:        {ErrInternal, http.StatusInternalServerError},
+
+	CodeInvalidGitURL:     {ErrInvalidArgument, http.StatusBadRequest},
+	CodeGitRepoNotFound:   {ErrNotFound, http.StatusNotFound},
+	CodeGitBranchNotFound: {ErrNotFound, http.StatusNotFound},
+	CodeGitAuthFailed:     {ErrPermissionDenied, http.StatusUnauthorized},
+	CodeGitNetwork:        {ErrUnavailable, http.StatusBadGateway},
+	CodeGitTargetExists:   {ErrAlreadyExists, http.StatusConflict},
+	CodeGitCloneFailed:    {ErrInternal, http.StatusInternalServerError},
+}
+
+// classDefaults gives the code used for a bare class sentinel, in match order.
+var classDefaults = []struct {
+	class error
+	code  Code
+}{
+	{ErrInvalidArgument, CodeInvalidArgument},
+	{ErrNotFound, CodeNotFound},
+	{ErrUnauthenticated, CodeUnauthenticated},
+	{ErrUnavailable, CodeUnavailable},
+	{ErrNotImplemented, CodeNotImplemented},
+	{ErrResourceExhausted, CodeRequestTooLarge},
+	{ErrDeadlineExceeded, CodeCommandTimeout},
+}
+
+// Class returns the class sentinel of c; unknown codes are ErrInternal.
+func (c Code) Class() error {
+	if info, ok := codes[c]; ok {
+		return info.class
+	}
+	return ErrInternal
+}
+
+// HTTPStatus returns the HTTP status of c; unknown codes are 500.
+func (c Code) HTTPStatus() int {
+	if info, ok := codes[c]; ok {
+		return info.status
+	}
+	return http.StatusInternalServerError
+}
+
+// Known reports whether c is a code of this build.
+func (c Code) Known() bool { _, ok := codes[c]; return ok }
+
+func classForStatus(status int) error {
+	switch {
+	case status == http.StatusNotFound:
+		return ErrNotFound
+	case status == http.StatusUnauthorized:
+		return ErrUnauthenticated
+	case status == http.StatusForbidden:
+		return ErrPermissionDenied
+	case status == http.StatusConflict:
+		return ErrConflict
+	case status == http.StatusRequestTimeout:
+		return ErrDeadlineExceeded
+	case status == http.StatusRequestEntityTooLarge:
+		return ErrResourceExhausted
+	case status == http.StatusGone:
+		return ErrGone
+	case status == http.StatusNotImplemented:
+		return ErrNotImplemented
+	case status == http.StatusServiceUnavailable, status == http.StatusBadGateway:
+		return ErrUnavailable
+	case status >= 400 && status < 500:
+		return ErrInvalidArgument
+	default:
+		return ErrInternal
+	}
+}

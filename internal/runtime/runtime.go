@@ -1,0 +1,102 @@
+// Package runtime is the contract between hutchd's sandbox manager and an isolation backend
+// (runc today; gVisor and checkpoint/restore later).
+//
+// Vocabulary: a container is one sandbox's running instance. Its ID is the sandbox ID. The
+// backend receives a fully resolved Spec: the root filesystem is already mounted (overlayfs, see
+// internal/rootfs), the network namespace already exists (internal/netns), and every host path
+// in Mounts exists. The backend turns the Spec into its own form (an OCI bundle for runc),
+// starts the container detached, and can later report its state, signal it and delete it.
+//
+// Lifecycle: Start → (State …) → Kill → Delete. Containers outlive hutchd: after a restart the
+// manager lists them and either re-adopts or deletes them. Implementations keep no state in
+// memory that the manager depends on; everything is recoverable from the backend's own state
+// directory.
+//
+// Optional capabilities (checkpoint/restore) are separate interfaces found by type assertion.
+package runtime
+
+import (
+	"context"
+	"syscall"
+)
+
+// Spec describes one container to start.
+type Spec struct {
+	// ID is the container ID (= sandbox ID): 1–63 of [a-z0-9-].
+	ID string
+	// RootFS is the absolute host path of the mounted root filesystem (overlayfs merged dir).
+	RootFS string
+	// Hostname inside the container.
+	Hostname string
+	// Args is the command of PID 1 inside the container (hutch-init and its flags).
+	Args []string
+	// Env is PID 1's environment, "KEY=value" strings.
+	Env []string
+	// Cwd is PID 1's working directory inside the container.
+	Cwd string
+	// Mounts are extra bind mounts, applied after the defaults (/proc, /dev, /sys, …).
+	Mounts []Mount
+	// NetNSPath is the path of an existing network namespace to join (e.g.
+	// /var/run/netns/hutch-ID). Empty means a fresh, unconnected network namespace.
+	NetNSPath string
+	// Resources are the cgroup limits.
+	Resources Resources
+	// LogPath is a host file that receives PID 1's stdout and stderr.
+	LogPath string
+}
+
+// Mount is a bind mount from the host into the container.
+type Mount struct {
+	Source      string // host path
+	Destination string // path inside the container
+	ReadOnly    bool
+}
+
+// Resources are enforced limits, not labels.
+type Resources struct {
+	// MilliCPU is the CPU quota in thousandths of a CPU (250 = a quarter of one CPU).
+	MilliCPU int64
+	// MemoryBytes is the memory limit; swap is not allowed beyond it.
+	MemoryBytes int64
+	// Pids is the maximum number of tasks in the container.
+	Pids int64
+}
+
+// Status is a container's state as the backend sees it.
+type Status string
+
+// Container states.
+const (
+	StatusCreated Status = "created"
+	StatusRunning Status = "running"
+	StatusPaused  Status = "paused"
+	StatusStopped Status = "stopped"
+)
+
+// State is a container's reported state.
+type State struct {
+	ID     string
+	Status Status
+	// Pid is the host PID of the container's PID 1, 0 when not running.
+	Pid int
+}
+
+// Runtime is an isolation backend. Implementations are safe for concurrent use on different
+// IDs; the manager serialises calls for one ID.
+type Runtime interface {
+	// Name is the backend's name ("runc").
+	Name() string
+	// Start creates and starts the container detached, and returns once PID 1 runs. On error
+	// nothing of the container is left behind. An existing container with the same ID gives an
+	// error of class errdefs.ErrAlreadyExists.
+	Start(ctx context.Context, spec Spec) (State, error)
+	// State reports the container's state. An unknown ID gives errdefs.ErrNotFound.
+	State(ctx context.Context, id string) (State, error)
+	// List reports every container the backend knows, running or not.
+	List(ctx context.Context) ([]State, error)
+	// Kill sends sig to the container's PID 1 (all=false) or to every process in it (all=true).
+	Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error
+	// Delete removes the container, killing it first if force is set. An unknown ID is not an
+	// error. After Delete returns, no process of the container remains and its cgroup is gone.
+	Delete(ctx context.Context, id string, force bool) error
+}
