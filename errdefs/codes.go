@@ -40,6 +40,9 @@ const (
 	CodeCommandFailed    Code = "COMMAND_EXECUTION_ERROR"
 	CodeCommandTimeout   Code = "COMMAND_TIMEOUT"
 	CodeStreamStartError Code = "STREAM_START_ERROR"
+	// CodeStreamIncomplete is raised client-side (never sent by a server) when an event stream
+	// ends (EOF, cut connection, cancelled context) before its terminal event.
+	CodeStreamIncomplete Code = "STREAM_INCOMPLETE"
 
 	// Files.
 	CodeInvalidPath       Code = "INVALID_PATH"
@@ -64,6 +67,10 @@ const (
 	CodeGitNetwork        Code = "GIT_NETWORK_ERROR"
 	CodeGitTargetExists   Code = "GIT_TARGET_EXISTS"
 	CodeGitCloneFailed    Code = "GIT_CLONE_FAILED"
+
+	// Egress (sandbox → world traffic through hutchd's proxy).
+	CodeEgressDenied   Code = "EGRESS_DENIED"          // destination refused by policy or the address floor
+	CodeEgressUpstream Code = "EGRESS_UPSTREAM_FAILED" // allowed destination could not be reached
 )
 
 type codeInfo struct {
@@ -101,6 +108,7 @@ var codes = map[Code]codeInfo{
 	CodeCommandFailed:    {ErrInternal, http.StatusInternalServerError},
 	CodeCommandTimeout:   {ErrDeadlineExceeded, http.StatusRequestTimeout},
 	CodeStreamStartError: {ErrInternal, http.StatusInternalServerError},
+	CodeStreamIncomplete: {ErrUnavailable, http.StatusBadGateway},
 
 	CodeInvalidPath:       {ErrInvalidArgument, http.StatusBadRequest},
 	CodeFileNotFound:      {ErrNotFound, http.StatusNotFound},
@@ -123,6 +131,9 @@ var codes = map[Code]codeInfo{
 	CodeGitNetwork:        {ErrUnavailable, http.StatusBadGateway},
 	CodeGitTargetExists:   {ErrAlreadyExists, http.StatusConflict},
 	CodeGitCloneFailed:    {ErrInternal, http.StatusInternalServerError},
+
+	CodeEgressDenied:   {ErrPermissionDenied, http.StatusForbidden},
+	CodeEgressUpstream: {ErrUnavailable, http.StatusBadGateway},
 }
 
 // classDefaults gives the code used for a bare class sentinel, in match order.

@@ -1,0 +1,194 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// SandboxStatus is the lifecycle state of a sandbox.
+type SandboxStatus string
+
+// Sandbox states.
+const (
+	StatusCreating SandboxStatus = "creating"
+	StatusRunning  SandboxStatus = "running"
+	StatusStopped  SandboxStatus = "stopped"
+	StatusError    SandboxStatus = "error"
+)
+
+// SandboxInfo is hutchd's record of a sandbox.
+type SandboxInfo struct {
+	// ID is the sandbox ID (1–63 characters of [a-z0-9-], no hyphen at either end).
+	ID     string        `json:"id"`
+	Status SandboxStatus `json:"status"`
+	// Image is the name of the base image, e.g. "default".
+	Image string `json:"image"`
+	// InstanceType is one of lite, basic, standard-1 … standard-4.
+	InstanceType string            `json:"instanceType"`
+	EnvVars      map[string]string `json:"envVars,omitempty"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	// StartedAt is the zero time when the sandbox has never run.
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Address is the sandbox's IP address on its host link, when it is running; may be empty.
+	Address string `json:"address,omitempty"`
+}
+
+// SandboxOptions are the creation options of Client.Sandbox. They apply only when the call
+// creates the sandbox; for an existing sandbox they are ignored.
+type SandboxOptions struct {
+	// Image is the base image name; empty means "default".
+	Image string
+	// InstanceType sizes the sandbox: lite (1/16 vCPU, 256 MiB), basic (1/4, 1 GiB),
+	// standard-1 (1/2, 4 GiB, the default when empty), standard-2 (1, 6 GiB),
+	// standard-3 (2, 8 GiB), standard-4 (4, 12 GiB).
+	InstanceType string
+	// EnvVars is the environment of every command in the sandbox.
+	EnvVars map[string]string
+}
+
+// Sandbox is a handle on one sandbox of a Client. It holds no state besides its ID: every
+// method is one call to hutchd, and a sandbox that is stopped is started by the operations
+// that run inside it (Exec, file and session operations, GitCheckout).
+type Sandbox struct {
+	scope
+	created bool
+}
+
+// ID returns the sandbox ID.
+func (s *Sandbox) ID() string { return s.sandboxID }
+
+// Created reports whether the Client.Sandbox call that returned s created the sandbox (false
+// when it already existed, and for handles from Client.SandboxHandle).
+func (s *Sandbox) Created() bool { return s.created }
+
+type createSandboxRequest struct {
+	ID           string            `json:"id"`
+	Image        string            `json:"image,omitempty"`
+	InstanceType string            `json:"instanceType,omitempty"`
+	EnvVars      map[string]string `json:"envVars,omitempty"`
+}
+
+// Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
+// sandbox is running when Sandbox returns. opts may be nil and applies only at creation.
+// Concurrent calls for one new id create exactly one sandbox.
+//
+// Errors: INVALID_SANDBOX_ID or RESERVED_SANDBOX_ID (ErrInvalidArgument) for a bad id,
+// INVALID_INSTANCE_TYPE, IMAGE_NOT_FOUND (ErrNotFound), SANDBOX_START_FAILED (ErrUnavailable).
+func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (*Sandbox, error) {
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("get sandbox: %w", err)
+	}
+	req := createSandboxRequest{ID: id}
+	if opts != nil {
+		req.Image, req.InstanceType, req.EnvVars = opts.Image, opts.InstanceType, opts.EnvVars
+	}
+	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req})
+	if err != nil {
+		return nil, fmt.Errorf("get sandbox %q: %w", id, err)
+	}
+	defer resp.Body.Close()
+	s := c.SandboxHandle(id)
+	s.created = resp.StatusCode == http.StatusCreated
+	return s, nil
+}
+
+// SandboxHandle returns a handle on the sandbox id without any call. Operations on it fail
+// with SANDBOX_NOT_FOUND (ErrNotFound) if the sandbox does not exist.
+func (c *Client) SandboxHandle(id string) *Sandbox {
+	return &Sandbox{scope: scope{c: c, sandboxID: id}}
+}
+
+// GetSandbox returns the record of sandbox id (GET /v1/sandboxes/{id}); it does not start it.
+// Unknown id → SANDBOX_NOT_FOUND (ErrNotFound).
+func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxInfo, error) {
+	if err := checkID(id); err != nil {
+		return nil, fmt.Errorf("get sandbox: %w", err)
+	}
+	var info SandboxInfo
+	if err := c.call(ctx, request{method: http.MethodGet, path: sandboxPath(id, "")}, &info); err != nil {
+		return nil, fmt.Errorf("get sandbox %q: %w", id, err)
+	}
+	return &info, nil
+}
+
+// ListSandboxes returns every sandbox of hutchd (GET /v1/sandboxes), in the server's order.
+func (c *Client) ListSandboxes(ctx context.Context) ([]SandboxInfo, error) {
+	var reply struct {
+		Sandboxes []SandboxInfo `json:"sandboxes"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sandboxes"}, &reply); err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	return reply.Sandboxes, nil
+}
+
+// Info returns the sandbox's record (GET /v1/sandboxes/{id}); it does not start it.
+func (s *Sandbox) Info(ctx context.Context) (*SandboxInfo, error) {
+	return s.c.GetSandbox(ctx, s.sandboxID)
+}
+
+// Destroy removes the sandbox and everything of it: processes, disk, sessions
+// (DELETE /v1/sandboxes/{id}). Unknown sandbox → SANDBOX_NOT_FOUND (ErrNotFound).
+func (s *Sandbox) Destroy(ctx context.Context) error {
+	if err := checkID(s.sandboxID); err != nil {
+		return fmt.Errorf("destroy sandbox: %w", err)
+	}
+	err := s.c.call(ctx, request{method: http.MethodDelete, path: sandboxPath(s.sandboxID, "")}, nil)
+	if err != nil {
+		return fmt.Errorf("destroy sandbox %q: %w", s.sandboxID, err)
+	}
+	return nil
+}
+
+// Start starts a stopped sandbox and returns its record (POST /v1/sandboxes/{id}/start).
+// Starting a running sandbox is a no-op.
+func (s *Sandbox) Start(ctx context.Context) (*SandboxInfo, error) {
+	return s.lifecycle(ctx, "start")
+}
+
+// Stop stops the sandbox, keeping its disk, and returns its record
+// (POST /v1/sandboxes/{id}/stop). Stopping a stopped sandbox is a no-op.
+func (s *Sandbox) Stop(ctx context.Context) (*SandboxInfo, error) {
+	return s.lifecycle(ctx, "stop")
+}
+
+func (s *Sandbox) lifecycle(ctx context.Context, verb string) (*SandboxInfo, error) {
+	if err := checkID(s.sandboxID); err != nil {
+		return nil, fmt.Errorf("%s sandbox: %w", verb, err)
+	}
+	var info SandboxInfo
+	err := s.c.call(ctx, request{method: http.MethodPost, path: sandboxPath(s.sandboxID, "/"+verb)}, &info)
+	if err != nil {
+		return nil, fmt.Errorf("%s sandbox %q: %w", verb, s.sandboxID, err)
+	}
+	return &info, nil
+}
+
+// HealthInfo is the reply of GET /v1/health.
+type HealthInfo struct {
+	Status  string `json:"status"` // "ok"
+	Version string `json:"version"`
+}
+
+// Health checks that hutchd is up (GET /v1/health, no token needed).
+func (c *Client) Health(ctx context.Context) (*HealthInfo, error) {
+	var h HealthInfo
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/health"}, &h); err != nil {
+		return nil, fmt.Errorf("health: %w", err)
+	}
+	return &h, nil
+}
+
+// Ping checks that the sandbox's agent answers (GET /v1/sandboxes/{id}/ping), starting the
+// sandbox if it is stopped. It returns the agent's version.
+func (s *Sandbox) Ping(ctx context.Context) (string, error) {
+	var reply struct {
+		Version string `json:"version"`
+	}
+	if err := s.do(ctx, http.MethodGet, "/ping", nil, &reply); err != nil {
+		return "", fmt.Errorf("ping sandbox %q: %w", s.sandboxID, err)
+	}
+	return reply.Version, nil
+}

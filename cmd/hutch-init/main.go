@@ -1,0 +1,101 @@
+// Command hutch-init is the in-sandbox agent. It runs as PID 1 in every sandbox: PID 1
+// re-executes itself as `hutch-init serve …` and only forwards signals and reaps orphans; the
+// child serves the agent protocol (api/agent.md) on a unix socket. Run outside PID 1 it serves
+// directly.
+//
+// Usage: hutch-init [serve] [--socket PATH] [--workdir DIR] [--state-dir DIR] [--log-level LEVEL]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/agent/reaper"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type config struct {
+	socket   string
+	workdir  string
+	stateDir string
+	logLevel slog.Level
+}
+
+func parse(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("hutch-init", flag.ContinueOnError)
+	fs.StringVar(&c.socket, "socket", "/run/hutch/agent.sock", "unix socket to serve on")
+	fs.StringVar(&c.workdir, "workdir", "/workspace", "default cwd of sessions (created if missing)")
+	fs.StringVar(&c.stateDir, "state-dir", "/run/hutch-agent", "private directory for per-command state files")
+	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return c, nil
+}
+
+func main() {
+	args := os.Args[1:]
+	serve := len(args) > 0 && args[0] == "serve"
+	if serve {
+		args = args[1:]
+	}
+	cfg, err := parse(args)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hutch-init:", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.logLevel}))
+	if !serve && os.Getpid() == 1 {
+		self, err := os.Executable()
+		if err != nil {
+			self = "/proc/self/exe"
+		}
+		code, err := reaper.Supervise(append([]string{self, "serve"}, args...), os.Environ(), log.With("role", "pid1"))
+		if err != nil {
+			log.Error("supervise", "err", err)
+		}
+		os.Exit(code)
+	}
+	if err := run(cfg, log); err != nil {
+		log.Error("agent failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg config, log *slog.Logger) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer stop()
+	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
+		// A read-only /run: keep the per-command state in the temp dir instead.
+		dir, terr := os.MkdirTemp("", "hutch-agent-")
+		if terr != nil {
+			return fmt.Errorf("state dir: %w (and %w)", err, terr)
+		}
+		log.Warn("state dir unusable, using a temp dir", "state_dir", cfg.stateDir, "err", err, "using", dir)
+		cfg.stateDir = dir
+	}
+	srv, err := agent.New(agent.Config{
+		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := agent.Listen(cfg.socket)
+	if err != nil {
+		return err
+	}
+	log.Info("agent serving", "socket", cfg.socket, "workdir", cfg.workdir, "version", version)
+	return srv.Serve(ctx, ln)
+}

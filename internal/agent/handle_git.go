@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agent/gitclone"
+)
+
+// handleGitCheckout: POST /api/git/checkout {repoUrl, branch?, targetDir?, depth?, timeoutMs?,
+// sessionId?} → {success, repoUrl (credentials redacted), branch, targetDir, timestamp}.
+func (s *Server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		RepoURL   string `json:"repoUrl"`
+		Branch    string `json:"branch"`
+		TargetDir string `json:"targetDir"`
+		Depth     int    `json:"depth"`
+		TimeoutMs int64  `json:"timeoutMs"`
+		SessionID string `json:"sessionId"`
+	}
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	if err := gitclone.ValidateURL(req.RepoURL); err != nil {
+		return err
+	}
+	if req.TimeoutMs < 0 {
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "timeoutMs %d is negative", req.TimeoutMs)
+	}
+	cwd, env, err := s.sessions.Snapshot(req.SessionID)
+	if err != nil {
+		return err
+	}
+	target := req.TargetDir
+	if target == "" {
+		target = filepath.Join(s.workdir, gitclone.RepoName(req.RepoURL))
+	}
+	target, err = files.Resolve(cwd, target)
+	if err != nil {
+		return err
+	}
+	res, err := gitclone.Clone(r.Context(), gitclone.Options{
+		URL: req.RepoURL, Branch: req.Branch, Depth: req.Depth, TargetDir: target,
+		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Env: env, Dir: cloneDir(cwd),
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success   bool      `json:"success"`
+		RepoURL   string    `json:"repoUrl"`
+		Branch    string    `json:"branch"`
+		TargetDir string    `json:"targetDir"`
+		Timestamp time.Time `json:"timestamp"`
+	}{true, gitclone.Redact(req.RepoURL), res.Branch, target, now()})
+	return nil
+}
+
+// cloneDir is git's working directory: the session cwd, or / when that is gone.
+func cloneDir(cwd string) string {
+	if ok, _ := files.Exists(cwd); ok {
+		return cwd
+	}
+	return "/"
+}

@@ -1,0 +1,168 @@
+// Package agent is hutch-init's HTTP server: it wires the agent protocol (api/agent.md) on a
+// unix socket to the session, files and gitclone packages, and turns errors into
+// errdefs envelopes.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/session"
+)
+
+// Config configures a Server.
+type Config struct {
+	// Workdir is the default cwd of sessions and the parent of default git clone targets
+	// (absolute). It is created if missing.
+	Workdir string
+	// Env is the sandbox environment ("KEY=value"), the base env of sessions.
+	Env []string
+	// StateDir is a private directory for per-command state files (absolute). It is created
+	// with mode 0700 if missing.
+	StateDir string
+	// Version is reported by /api/ping.
+	Version string
+	// Logger receives diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Server serves the agent protocol. It is safe for concurrent use.
+type Server struct {
+	sessions *session.Manager
+	workdir  string
+	version  string
+	log      *slog.Logger
+	routes   map[string]map[string]handlerFunc // path → method → handler
+}
+
+// handlerFunc handles one endpoint. A returned error is sent as an envelope; a handler that
+// has started its reply (SSE) reports errors itself and returns nil.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// New returns a Server, creating cfg.Workdir and cfg.StateDir.
+func New(cfg Config) (*Server, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if !filepath.IsAbs(cfg.Workdir) || !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("agent: workdir %q and state dir %q must be absolute", cfg.Workdir, cfg.StateDir)
+	}
+	if err := os.MkdirAll(cfg.Workdir, 0o755); err != nil {
+		return nil, fmt.Errorf("agent: create workdir: %w", err)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: create state dir: %w", err)
+	}
+	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: chmod state dir: %w", err)
+	}
+	m, err := session.NewManager(session.Config{Workdir: cfg.Workdir, Env: cfg.Env, StateDir: cfg.StateDir, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	version := cfg.Version
+	if version == "" {
+		version = "dev"
+	}
+	s := &Server{sessions: m, workdir: m.Workdir(), version: version, log: log}
+	s.routes = map[string]map[string]handlerFunc{
+		"/api/ping":           {http.MethodGet: s.handlePing},
+		"/api/session/create": {http.MethodPost: s.handleSessionCreate},
+		"/api/session/list":   {http.MethodGet: s.handleSessionList},
+		"/api/session/delete": {http.MethodPost: s.handleSessionDelete},
+		"/api/execute":        {http.MethodPost: s.handleExecute},
+		"/api/execute/stream": {http.MethodPost: s.handleExecuteStream},
+		"/api/write":          {http.MethodPost: s.handleWrite},
+		"/api/files":          {http.MethodPut: s.handleFilePut, http.MethodGet: s.handleFileGet},
+		"/api/read":           {http.MethodPost: s.handleRead},
+		"/api/read/stream":    {http.MethodPost: s.handleReadStream},
+		"/api/list-files":     {http.MethodPost: s.handleListFiles},
+		"/api/mkdir":          {http.MethodPost: s.handleMkdir},
+		"/api/delete":         {http.MethodPost: s.handleDelete},
+		"/api/rename":         {http.MethodPost: s.handleRename},
+		"/api/move":           {http.MethodPost: s.handleMove},
+		"/api/exists":         {http.MethodPost: s.handleExists},
+		"/api/git/checkout":   {http.MethodPost: s.handleGitCheckout},
+	}
+	return s, nil
+}
+
+// ServeHTTP routes a request. Unknown paths give 404 NOT_FOUND, known paths with another
+// method 405 METHOD_NOT_ALLOWED.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	methods, ok := s.routes[r.URL.Path]
+	if !ok {
+		s.writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
+		return
+	}
+	h, ok := methods[r.Method]
+	if !ok {
+		s.writeError(w, r, errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	if err := h(w, r); err != nil {
+		s.writeError(w, r, err)
+	}
+}
+
+// Serve serves on ln until ctx ends, then kills every running command and shuts down. It
+// returns nil after a shutdown caused by ctx.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.sessions.Close()
+		return fmt.Errorf("agent: serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.sessions.Close()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+// Close kills every running command.
+func (s *Server) Close() { s.sessions.Close() }
+
+// Listen listens on the unix socket at path with mode 0600, creating its directory and
+// removing a stale socket left by an earlier run. A non-socket file at path is an error.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("agent: socket dir: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("agent: %s exists and is not a socket", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("agent: remove stale socket: %w", err)
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent: stat socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("agent: listen: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("agent: chmod socket: %w", err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+func (a *app) createCommand() *cobra.Command {
+	var image, instanceType string
+	var env []string
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Get or create a sandbox and start it",
+		Long: `Create sandbox NAME and start it, or start it if it exists. --image, --instance-type and
+--env apply only when the sandbox is created.`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			envVars, err := parseEnv(env)
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			sb, err := c.Sandbox(cmd.Context(), args[0], &client.SandboxOptions{
+				Image: image, InstanceType: instanceType, EnvVars: envVars,
+			})
+			if err != nil {
+				return err
+			}
+			if sb.Created() {
+				fmt.Fprintf(a.stdout, "%s created\n", sb.ID())
+			} else {
+				fmt.Fprintf(a.stdout, "%s already exists (options ignored)\n", sb.ID())
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&image, "image", "", `base image (default "default")`)
+	fl.StringVar(&instanceType, "instance-type", "", "lite, basic, standard-1 (default), standard-2, standard-3, standard-4")
+	fl.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V of the sandbox (repeatable)")
+	return cmd
+}
+
+func (a *app) listCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List sandboxes",
+		Args:  exactArgs(),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			list, err := c.ListSandboxes(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, list)
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tINSTANCE TYPE\tCREATED")
+			for _, s := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.Image, s.InstanceType, fmtTime(s.CreatedAt))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) statusCommand() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show one sandbox (without starting it)",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			info, err := c.GetSandbox(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.stdout, info)
+			}
+			return printSandbox(a.stdout, info)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) startCommand() *cobra.Command {
+	return a.lifecycleCommand("start", "Start a stopped sandbox", (*client.Sandbox).Start)
+}
+
+func (a *app) stopCommand() *cobra.Command {
+	return a.lifecycleCommand("stop", "Stop a sandbox, keeping its disk", (*client.Sandbox).Stop)
+}
+
+func (a *app) lifecycleCommand(verb, short string, op func(*client.Sandbox, context.Context) (*client.SandboxInfo, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: short,
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			info, err := op(c.SandboxHandle(args[0]), cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s %s\n", info.ID, info.Status)
+			return nil
+		},
+	}
+}
+
+func (a *app) destroyCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "destroy NAME",
+		Short: "Destroy a sandbox and everything in it",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.SandboxHandle(args[0]).Destroy(cmd.Context()); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s destroyed\n", args[0])
+			return nil
+		},
+	}
+}
+
+func printSandbox(w io.Writer, s *client.SandboxInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "ID:\t%s\n", s.ID)
+	fmt.Fprintf(tw, "Status:\t%s\n", s.Status)
+	fmt.Fprintf(tw, "Image:\t%s\n", s.Image)
+	fmt.Fprintf(tw, "Instance type:\t%s\n", s.InstanceType)
+	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(s.CreatedAt))
+	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
+	if s.Address != "" {
+		fmt.Fprintf(tw, "Address:\t%s\n", s.Address)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.EnvVars)) {
+		fmt.Fprintf(tw, "Env:\t%s=%s\n", k, s.EnvVars[k])
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,250 @@
+// Package config is hutchd's typed configuration: defaults, then an optional JSON file, then
+// environment variables (HUTCH_*), then command-line flags, each overriding the one before. It is
+// the only place hutchd reads its environment.
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// Config is hutchd's configuration.
+type Config struct {
+	// StateDir holds the token, the SQLite database, images and sandboxes. Default /var/lib/hutch.
+	StateDir string `json:"stateDir"`
+	// Listen is the API address. Default 127.0.0.1:7411 (loopback only).
+	Listen string `json:"listen"`
+	// ImagesDir holds the base images. Default <StateDir>/images.
+	ImagesDir string `json:"imagesDir"`
+	// AgentBinary is the static hutch-init binary. Default: hutch-init next to hutchd.
+	AgentBinary string `json:"agentBinary"`
+	// RuncBinary is the runc executable. Default "runc" on PATH.
+	RuncBinary string `json:"runcBinary"`
+	// Subnet is cut into one /30 per sandbox. Default 10.88.0.0/16.
+	Subnet string `json:"subnet"`
+	// IfPrefix names the host side of each sandbox's veth (<prefix><slot>). Default "hsb".
+	IfPrefix string `json:"ifPrefix"`
+	// NSPrefix names network namespaces (/var/run/netns/<prefix><id>). Default "hutch-".
+	NSPrefix string `json:"nsPrefix"`
+	// NftTable is the nftables table (family inet) hutchd owns. Default "hutch".
+	NftTable string `json:"nftTable"`
+	// DNSPort, HTTPPort and TLSPort are the host ports of the egress listeners that sandbox
+	// traffic is redirected to. Defaults 15053, 15001, 15002.
+	DNSPort  int `json:"dnsPort"`
+	HTTPPort int `json:"httpPort"`
+	TLSPort  int `json:"tlsPort"`
+	// Upstreams are operator-approved destinations a sandbox may reach although their address
+	// is private or loopback: host name → "ip:port" (an internal git server, say). Sandboxes
+	// reach them by name on port 80 (HTTP) or 443 (TLS).
+	Upstreams map[string]string `json:"upstreams"`
+	// ExtraCACerts are PEM files added to every sandbox's CA bundle. Default: the host's
+	// locally added CAs, /usr/local/share/ca-certificates/*.crt (a corporate TLS proxy's CA must
+	// be trusted inside too, since egress leaves through the host's network).
+	ExtraCACerts []string `json:"extraCACerts"`
+	// StopGrace is how long a sandbox's processes get after SIGTERM. Default 5s.
+	StopGrace Duration `json:"stopGrace"`
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string `json:"logLevel"`
+}
+
+// Duration is a time.Duration that reads "5s" in JSON.
+type Duration time.Duration
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Defaults returns the built-in configuration.
+func Defaults() Config {
+	exe, _ := os.Executable()
+	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
+	sort.Strings(cas)
+	return Config{
+		StateDir:     "/var/lib/hutch",
+		Listen:       "127.0.0.1:7411",
+		AgentBinary:  filepath.Join(filepath.Dir(exe), "hutch-init"),
+		RuncBinary:   "runc",
+		Subnet:       "10.88.0.0/16",
+		IfPrefix:     "hsb",
+		NSPrefix:     "hutch-",
+		NftTable:     "hutch",
+		DNSPort:      15053,
+		HTTPPort:     15001,
+		TLSPort:      15002,
+		Upstreams:    map[string]string{},
+		ExtraCACerts: cas,
+		StopGrace:    Duration(5 * time.Second),
+		LogLevel:     "info",
+	}
+}
+
+// Load builds the configuration from args (without the program name) and the environment
+// lookup getenv. A config file is named by --config or HUTCH_CONFIG.
+func Load(args []string, getenv func(string) string) (Config, error) {
+	c := Defaults()
+	fs := flag.NewFlagSet("hutchd", flag.ContinueOnError)
+	cfgFile := fs.String("config", getenv("HUTCH_CONFIG"), "JSON config file")
+	state := fs.String("state-dir", "", "state directory (env HUTCH_STATE_DIR; default /var/lib/hutch)")
+	listen := fs.String("listen", "", "API listen address (env HUTCH_LISTEN; default 127.0.0.1:7411)")
+	images := fs.String("images-dir", "", "image directory (env HUTCH_IMAGES_DIR; default <state-dir>/images)")
+	agent := fs.String("agent-binary", "", "hutch-init binary (env HUTCH_AGENT_BINARY)")
+	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
+	subnet := fs.String("subnet", "", "sandbox subnet (env HUTCH_SUBNET)")
+	ifPrefix := fs.String("if-prefix", "", "host veth name prefix (env HUTCH_IF_PREFIX)")
+	nsPrefix := fs.String("netns-prefix", "", "network namespace name prefix (env HUTCH_NETNS_PREFIX)")
+	table := fs.String("nft-table", "", "nftables table name (env HUTCH_NFT_TABLE)")
+	dnsPort := fs.Int("dns-port", 0, "egress DNS port (env HUTCH_DNS_PORT)")
+	httpPort := fs.Int("http-port", 0, "egress HTTP proxy port (env HUTCH_HTTP_PORT)")
+	tlsPort := fs.Int("tls-port", 0, "egress TLS proxy port (env HUTCH_TLS_PORT)")
+	var upstreams, cas listFlag
+	fs.Var(&upstreams, "upstream", "operator-approved destination name=ip:port, repeatable (env HUTCH_UPSTREAMS, comma-separated)")
+	fs.Var(&cas, "extra-ca", "PEM file trusted inside sandboxes, repeatable (env HUTCH_EXTRA_CA, comma-separated)")
+	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
+	}
+	if *cfgFile != "" {
+		b, err := os.ReadFile(*cfgFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("config file: %w", err)
+		}
+		if err := json.Unmarshal(b, &c); err != nil {
+			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
+		}
+	}
+	pick := func(dst *string, flagV, env string) {
+		if v := getenv(env); v != "" {
+			*dst = v
+		}
+		if flagV != "" {
+			*dst = flagV
+		}
+	}
+	pickInt := func(dst *int, flagV int, env string) error {
+		if v := getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return errdefs.Newf(errdefs.CodeInvalidArgument, "%s=%q is not a number", env, v)
+			}
+			*dst = n
+		}
+		if flagV != 0 {
+			*dst = flagV
+		}
+		return nil
+	}
+	pick(&c.StateDir, *state, "HUTCH_STATE_DIR")
+	pick(&c.Listen, *listen, "HUTCH_LISTEN")
+	pick(&c.ImagesDir, *images, "HUTCH_IMAGES_DIR")
+	pick(&c.AgentBinary, *agent, "HUTCH_AGENT_BINARY")
+	pick(&c.RuncBinary, *runc, "HUTCH_RUNC")
+	pick(&c.Subnet, *subnet, "HUTCH_SUBNET")
+	pick(&c.IfPrefix, *ifPrefix, "HUTCH_IF_PREFIX")
+	pick(&c.NSPrefix, *nsPrefix, "HUTCH_NETNS_PREFIX")
+	pick(&c.NftTable, *table, "HUTCH_NFT_TABLE")
+	pick(&c.LogLevel, *logLevel, "HUTCH_LOG_LEVEL")
+	for _, p := range []struct {
+		dst  *int
+		flag int
+		env  string
+	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"}} {
+		if err := pickInt(p.dst, p.flag, p.env); err != nil {
+			return Config{}, err
+		}
+	}
+	if v := getenv("HUTCH_UPSTREAMS"); v != "" {
+		upstreams = append(strings.Split(v, ","), upstreams...)
+	}
+	for _, u := range upstreams {
+		name, addr, ok := strings.Cut(strings.TrimSpace(u), "=")
+		if !ok {
+			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "upstream %q: want name=ip:port", u)
+		}
+		c.Upstreams[strings.ToLower(name)] = addr
+	}
+	if v := getenv("HUTCH_EXTRA_CA"); v != "" {
+		cas = append(strings.Split(v, ","), cas...)
+	}
+	if len(cas) > 0 {
+		c.ExtraCACerts = cas
+	}
+	if c.ImagesDir == "" {
+		c.ImagesDir = filepath.Join(c.StateDir, "images")
+	}
+	return c, c.Validate()
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if !filepath.IsAbs(c.StateDir) {
+		bad("state dir %q must be an absolute path", c.StateDir)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen address %q: %v", c.Listen, err)
+	}
+	p, err := netip.ParsePrefix(c.Subnet)
+	if err != nil || !p.Addr().Is4() || p.Bits() > 28 {
+		bad("subnet %q must be an IPv4 prefix of /28 or larger", c.Subnet)
+	}
+	if c.IfPrefix == "" || len(c.IfPrefix) > 8 {
+		bad("interface prefix %q must be 1-8 characters", c.IfPrefix)
+	}
+	if c.NSPrefix == "" || c.NftTable == "" {
+		bad("netns prefix and nft table must be set")
+	}
+	for _, port := range []int{c.DNSPort, c.HTTPPort, c.TLSPort} {
+		if port <= 0 || port > 65535 {
+			bad("egress port %d out of range", port)
+		}
+	}
+	for name, addr := range c.Upstreams {
+		if _, err := netip.ParseAddrPort(addr); err != nil || name == "" {
+			bad("upstream %q=%q: want name=ip:port", name, addr)
+		}
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		bad("log level %q: %v", c.LogLevel, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config")
+	}
+	return nil
+}
+
+// SlogLevel returns the parsed log level.
+func (c Config) SlogLevel() slog.Level {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.LogLevel))
+	return lvl
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }

@@ -1,0 +1,143 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/image"
+	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/rootfs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/server"
+)
+
+// images serves both the sandbox manager (resolve, building the default image on first need)
+// and the API (list, build).
+type images struct {
+	store *image.Store
+	// buildMu makes concurrent first-need builds in this process share one build; the image
+	// store's file lock does the same across processes.
+	buildMu sync.Mutex
+}
+
+func (i *images) Resolve(ctx context.Context, name string, progress io.Writer) (sandbox.Image, error) {
+	img, err := i.store.Resolve(name)
+	if errors.Is(err, errdefs.ErrNotFound) && name == image.DefaultName {
+		img, err = i.ensureDefault(ctx, progress)
+	}
+	if err != nil {
+		return sandbox.Image{}, err
+	}
+	return sandbox.Image{ID: img.ID, Name: img.Name, RootFS: img.RootFS}, nil
+}
+
+func (i *images) ensureDefault(ctx context.Context, progress io.Writer) (image.Image, error) {
+	i.buildMu.Lock()
+	defer i.buildMu.Unlock()
+	if progress == nil {
+		progress = io.Discard
+	}
+	return i.store.Ensure(ctx, i.store.Default(), progress)
+}
+
+func (i *images) List(ctx context.Context) ([]server.ImageInfo, error) {
+	list, err := i.store.List()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]server.ImageInfo, 0, len(list))
+	for _, img := range list {
+		out = append(out, imageInfo(img))
+	}
+	return out, nil
+}
+
+func (i *images) Build(ctx context.Context, name string, progress io.Writer) (server.ImageInfo, error) {
+	if name != image.DefaultName {
+		return server.ImageInfo{}, errdefs.Newf(errdefs.CodeImageNotFound, "no recipe for image %q: only %q can be built", name, image.DefaultName)
+	}
+	img, err := i.ensureDefault(ctx, progress)
+	if err != nil {
+		return server.ImageInfo{}, err
+	}
+	return imageInfo(img), nil
+}
+
+func imageInfo(img image.Image) server.ImageInfo {
+	return server.ImageInfo{ID: img.ID, Name: img.Name, Packages: img.Packages, CreatedAt: img.CreatedAt, SizeBytes: img.SizeBytes}
+}
+
+// networks adapts netns.Manager to the sandbox manager.
+type networks struct{ m *netns.Manager }
+
+func (n networks) Setup(ctx context.Context, id string, slot int) (sandbox.Net, error) {
+	x, err := n.m.Setup(ctx, id, slot)
+	if err != nil {
+		return sandbox.Net{}, err
+	}
+	return sandbox.Net{NSPath: x.NSPath, HostIf: x.HostIf, Gateway: x.Gateway, Addr: x.Addr}, nil
+}
+
+func (n networks) Teardown(ctx context.Context, id string, _ int) error { return n.m.Teardown(ctx, id) }
+
+func (n networks) Sweep(ctx context.Context, keep map[string]int) error {
+	var errs []error
+	ids, err := n.m.List()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if _, ok := keep[id]; ok {
+			continue
+		}
+		if err := n.m.Teardown(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	keepIf := map[string]bool{}
+	for _, slot := range keep {
+		keepIf[n.m.HostIf(slot)] = true
+	}
+	links, err := n.m.ListLinks()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range links {
+		if keepIf[name] {
+			continue
+		}
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			continue // gone already (it went with its namespace)
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// egressAdapter adapts egress.Service to the sandbox manager.
+type egressAdapter struct{ s *egress.Service }
+
+func (e egressAdapter) AddSandbox(id string, n sandbox.Net) error {
+	return e.s.AddSandbox(id, n.HostIf, n.Gateway, n.Addr)
+}
+
+func (e egressAdapter) RemoveSandbox(id string) error { return e.s.RemoveSandbox(id) }
+
+// overlay adapts package rootfs.
+type overlay struct{}
+
+func (overlay) Mount(lower, upper, work, merged string) error {
+	return rootfs.Mount(lower, upper, work, merged)
+}
+func (overlay) Unmount(merged string) error             { return rootfs.Unmount(merged) }
+func (overlay) Mounted(prefix string) ([]string, error) { return rootfs.ListMounts(prefix) }

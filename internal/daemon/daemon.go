@@ -1,0 +1,140 @@
+// Package daemon wires hutchd together: the state directory and API token, the SQLite store,
+// the image store, runc, network namespaces, the egress service, the sandbox manager and the
+// HTTP API; then it recovers leftovers from an earlier run and serves until its context ends.
+// Sandboxes keep running when hutchd stops; the next hutchd re-adopts them.
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/config"
+	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/image"
+	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/runtime/runc"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/server"
+	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/token"
+)
+
+// Version is hutchd's version string.
+const Version = "0.1.0"
+
+// InfoFile is written in the state dir at start so the CLI finds the daemon: {"url", "pid"}.
+const InfoFile = "hutchd.json"
+
+// Run runs hutchd until ctx is cancelled.
+func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	tokPath := filepath.Join(cfg.StateDir, token.FileName)
+	tok, created, err := token.LoadOrCreate(tokPath)
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Info("created API token", "path", tokPath)
+	} else {
+		log.Info("using API token", "path", tokPath)
+	}
+
+	st, err := store.Open(ctx, filepath.Join(cfg.StateDir, "hutch.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	rt, err := runc.New(runc.Config{
+		Binary:    cfg.RuncBinary,
+		Root:      filepath.Join(cfg.StateDir, "runc"),
+		BundleDir: filepath.Join(cfg.StateDir, "bundles"),
+	}, log.With("component", "runc"))
+	if err != nil {
+		return err
+	}
+	subnet := netip.MustParsePrefix(cfg.Subnet)
+	nets, err := netns.New(netns.Config{IfPrefix: cfg.IfPrefix, NSPrefix: cfg.NSPrefix, Subnet: subnet}, log.With("component", "netns"))
+	if err != nil {
+		return err
+	}
+	eg, err := egress.New(egress.Config{
+		DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort,
+		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
+	}, log.With("component", "egress"))
+	if err != nil {
+		return err
+	}
+	if err := eg.Start(ctx); err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	defer eg.Close()
+
+	imgs := &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image"))}
+	mgr, err := sandbox.New(sandbox.Config{
+		StateDir:     cfg.StateDir,
+		AgentBinary:  cfg.AgentBinary,
+		ExtraCACerts: cfg.ExtraCACerts,
+		StopGrace:    time.Duration(cfg.StopGrace),
+	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
+	if err != nil {
+		return err
+	}
+	defer mgr.Close()
+	if err := mgr.Recover(ctx); err != nil {
+		// Recovery problems are logged, not fatal: the daemon still serves, and each sandbox
+		// is torn down again before its next start.
+		log.Error("recovery incomplete", "err", err)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	url := "http://" + ln.Addr().String()
+	if err := writeInfo(cfg.StateDir, url); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           server.New(log.With("component", "api"), tok, mgr, imgs, Version),
+		ReadHeaderTimeout: 30 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token_file", tokPath, "version", Version)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("shutdown", "err", err)
+	}
+	log.Info("hutchd stopped; sandboxes keep running")
+	return nil
+}
+
+func writeInfo(stateDir, url string) error {
+	b, _ := json.Marshal(map[string]any{"url": url, "pid": os.Getpid()})
+	tmp := filepath.Join(stateDir, InfoFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", InfoFile, err)
+	}
+	return os.Rename(tmp, filepath.Join(stateDir, InfoFile))
+}

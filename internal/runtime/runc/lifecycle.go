@@ -1,0 +1,288 @@
+package runc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+)
+
+// stateJSON is the subset of `runc state` / `runc list --format json` output we use.
+type stateJSON struct {
+	ID     string `json:"id"`
+	Pid    int    `json:"pid"`
+	Status string `json:"status"`
+}
+
+func (s stateJSON) state() runtime.State {
+	st := runtime.State{ID: s.ID, Status: runtime.Status(s.Status), Pid: s.Pid}
+	if st.Status == runtime.StatusStopped {
+		st.Pid = 0
+	}
+	return st
+}
+
+// Start writes the bundle (<BundleDir>/<id>/config.json), runs `runc run -d` with PID 1's
+// stdout and stderr appended to spec.LogPath (empty: discarded) and stdin /dev/null, and
+// returns the running state. An existing container with the ID gives errdefs.ErrAlreadyExists
+// and leaves it untouched; any other failure removes everything Start made (container, cgroup,
+// bundle) and its error carries runc's message.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, error) {
+	if err := checkSpec(spec); err != nil {
+		return runtime.State{}, err
+	}
+	oci, err := r.BuildSpec(spec)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	if _, err := r.State(ctx, spec.ID); err == nil {
+		return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return runtime.State{}, err
+	}
+	bundle, err := r.writeBundle(spec.ID, oci)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	started := time.Now()
+	st, err := r.start(ctx, spec, bundle)
+	if err != nil {
+		r.log.Warn("container start failed", "id", spec.ID, "err", err)
+		// Clean up with a fresh context: ctx may be the reason we failed.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
+			r.log.Error("cleanup after failed start", "id", spec.ID, "err", derr)
+		}
+		return runtime.State{}, err
+	}
+	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", describe(spec))
+	return st, nil
+}
+
+func (r *Runtime) writeBundle(id string, oci any) (string, error) {
+	bundle := r.bundle(id)
+	// A bundle without a container is a leftover of a crash; replace it.
+	if err := os.RemoveAll(bundle); err != nil {
+		return "", fmt.Errorf("runc: remove stale bundle: %w", err)
+	}
+	if err := os.MkdirAll(bundle, 0o700); err != nil {
+		return "", fmt.Errorf("runc: %w", err)
+	}
+	b, err := json.MarshalIndent(oci, "", "  ")
+	if err != nil {
+		return "", fmt.Errorf("runc: encode spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return "", fmt.Errorf("runc: write spec: %w", err)
+	}
+	return bundle, nil
+}
+
+// openStdio opens the files PID 1 inherits: stdin /dev/null, stdout+stderr the log (append).
+func openStdio(logPath string) (stdin, out *os.File, err error) {
+	stdin, err = os.Open(os.DevNull)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runc: %w", err)
+	}
+	if logPath == "" {
+		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	} else {
+		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
+	}
+	if err != nil {
+		stdin.Close()
+		return nil, nil, fmt.Errorf("runc: open container log: %w", err)
+	}
+	return stdin, out, nil
+}
+
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (runtime.State, error) {
+	stdin, out, err := openStdio(spec.LogPath)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	defer stdin.Close()
+	defer out.Close()
+	// In detached pass-through mode the container inherits runc's stdio, so runc's own errors
+	// would land in the container log only; --log keeps a copy we can classify.
+	runcLog := filepath.Join(bundle, "runc-start.log")
+	cmd := r.command(ctx, "--log", runcLog, "--log-format", "json",
+		"run", "--detach", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), spec.ID)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+		}
+		logText, _ := os.ReadFile(runcLog)
+		return runtime.State{}, runcError("start", spec.ID, err, errorLines(string(logText)))
+	}
+	_ = os.Remove(runcLog)
+	return r.State(ctx, spec.ID)
+}
+
+// errorLines keeps the error-level lines of a runc JSON log.
+func errorLines(log string) string {
+	var keep []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"fatal"`) {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// State reports the container's state; an unknown ID gives errdefs.ErrNotFound.
+func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
+	if err := checkID(id); err != nil {
+		return runtime.State{}, err
+	}
+	out, err := r.runSimple(ctx, "state", id, "state", id)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	var s stateJSON
+	if err := json.Unmarshal(out, &s); err != nil {
+		return runtime.State{}, fmt.Errorf("runc state %s: decode: %w", id, err)
+	}
+	return s.state(), nil
+}
+
+// List reports every container in runc's state directory, running or not, in runc's order.
+func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) {
+	out, err := r.runSimple(ctx, "list", "", "list", "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var all []stateJSON
+	if err := json.Unmarshal(out, &all); err != nil {
+		return nil, fmt.Errorf("runc list: decode: %w", err)
+	}
+	states := make([]runtime.State, 0, len(all))
+	for _, s := range all {
+		states = append(states, s.state())
+	}
+	return states, nil
+}
+
+// Kill sends sig to PID 1 (all=false) or to every process of the container (all=true). An
+// unknown ID gives errdefs.ErrNotFound; a container that is not running gives
+// errdefs.ErrFailedPrecondition.
+func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	args := []string{"kill"}
+	if all {
+		args = append(args, "--all")
+	}
+	args = append(args, id, strconv.Itoa(int(sig)))
+	_, err := r.runSimple(ctx, "kill", id, args...)
+	return err
+}
+
+// Delete removes the container (runc delete, with --force when force is set) and its bundle.
+// Without force, a running container gives errdefs.ErrFailedPrecondition. An unknown ID is not
+// an error (leftover bundles and cgroups are still removed). When Delete returns nil, no
+// process of the container remains and its cgroup directories are gone: any left behind by
+// runc are killed and removed here.
+func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
+	if err := checkID(id); err != nil {
+		return err
+	}
+	args := []string{"delete"}
+	if force {
+		args = append(args, "--force")
+	}
+	args = append(args, id)
+	if _, err := r.runSimple(ctx, "delete", id, args...); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+		if !force || !errors.Is(err, errdefs.ErrInternal) {
+			return err
+		}
+		// runc may fail to remove a cgroup whose last processes are still exiting; the sweep
+		// below finishes the job, then runc's state is removed by a second delete.
+		r.log.Warn("runc delete failed; sweeping cgroups", "id", id, "err", err)
+		if serr := r.sweepCgroups(ctx, id); serr != nil {
+			return errors.Join(err, serr)
+		}
+		if _, err := r.runSimple(ctx, "delete", id, args...); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
+			return err
+		}
+	}
+	if err := r.sweepCgroups(ctx, id); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(r.bundle(id)); err != nil {
+		return fmt.Errorf("runc delete %s: remove bundle: %w", id, err)
+	}
+	r.log.Info("container deleted", "id", id, "force", force)
+	return nil
+}
+
+// CgroupDirs returns the host cgroup directories a container with this ID uses (whether or not
+// they exist): /sys/fs/cgroup/hutch/<id> on v2, /sys/fs/cgroup/<hierarchy>/hutch/<id> on v1.
+func (r *Runtime) CgroupDirs(id string) []string {
+	var dirs []string
+	for _, root := range r.host.cgroupRoots {
+		dirs = append(dirs, filepath.Join(root, cgroupPath(id)))
+	}
+	return dirs
+}
+
+// sweepCgroups kills whatever is left in the container's cgroups and removes them.
+func (r *Runtime) sweepCgroups(ctx context.Context, id string) error {
+	for _, dir := range r.CgroupDirs(id) {
+		if err := removeCgroup(ctx, dir); err != nil {
+			return fmt.Errorf("runc delete %s: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// removeCgroup kills the processes of dir and its children and removes them, deepest first.
+func removeCgroup(ctx context.Context, dir string) error {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	for i := len(dirs) - 1; i >= 0; i-- {
+		d := dirs[i]
+		for {
+			err := syscall.Rmdir(d)
+			if err == nil || errors.Is(err, syscall.ENOENT) {
+				break
+			}
+			if !errors.Is(err, syscall.EBUSY) {
+				return fmt.Errorf("remove cgroup %s: %w", d, err)
+			}
+			procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+			for _, f := range strings.Fields(string(procs)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("remove cgroup %s: %w", d, ctx.Err())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+// Package runc is the runc backend of internal/runtime: it writes an OCI bundle (config.json
+// generated from a runtime.Spec with the runtime-spec Go types) per container and drives the
+// runc binary (run -d, state, list, kill, delete, exec).
+//
+// All container state lives in runc's own state directory (Config.Root) and in the bundles
+// (Config.BundleDir/<id>/config.json, which `runc exec` re-reads); a Runtime keeps none in
+// memory, so a restarted hutchd finds its containers with List.
+//
+// Errors from runc are classified by its stderr text ("container does not exist" →
+// errdefs.ErrNotFound, "already exists" → errdefs.ErrAlreadyExists, "not running"/"not stopped"
+// → errdefs.ErrFailedPrecondition); anything else is errdefs.ErrInternal. The text is runc's,
+// an external tool's, so matching it is the only way to classify it.
+//
+// Isolation defaults (see spec.go and seccomp.go): namespaces pid, ipc, uts, mount, network,
+// cgroup; Docker's default capabilities minus NET_RAW; no_new_privs; a seccomp deny list; runc's
+// masked and read-only paths; cgroup limits at /hutch/<id> (cgroup v1 and v2).
+package runc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+)
+
+// Config configures a Runtime.
+type Config struct {
+	// Binary is the runc executable: a path, or a name looked up on PATH. Empty means "runc".
+	Binary string
+	// Root is runc's state directory (runc --root), e.g. <stateDir>/runc. Required.
+	Root string
+	// BundleDir holds one bundle directory per container (<BundleDir>/<id>/config.json).
+	// Required.
+	BundleDir string
+}
+
+// Runtime drives runc. It is safe for concurrent use on different container IDs.
+type Runtime struct {
+	binary    string
+	root      string
+	bundleDir string
+	log       *slog.Logger
+	host      hostInfo
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// hostInfo is what the generated spec depends on, probed once in New.
+type hostInfo struct {
+	cgroup2     bool     // unified hierarchy at /sys/fs/cgroup
+	memsw       bool     // v1 memory.memsw.* present (swap accounting)
+	cgroupNS    bool     // kernel has cgroup namespaces
+	ipv6        bool     // /proc/sys/net/ipv6 exists
+	nofile      uint64   // RLIMIT_NOFILE for PID 1 (never above our hard limit)
+	cgroupRoots []string // directories under which runc creates hutch/<id> cgroups
+}
+
+// New checks cfg, creates Root and BundleDir (0700), finds the runc binary and probes the host
+// (cgroup version, swap accounting, cgroup namespaces, rlimits). log receives one line per
+// container operation.
+func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Root == "" || cfg.BundleDir == "" {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: Root and BundleDir are required")
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		bin = "runc"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, errdefs.Newf(errdefs.CodeUnavailable, "runc: binary %q not found: %w", bin, err)
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("runc: %w", err)
+	}
+	bundles, err := filepath.Abs(cfg.BundleDir)
+	if err != nil {
+		return nil, fmt.Errorf("runc: %w", err)
+	}
+	for _, d := range []string{root, bundles} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runc: %w", err)
+		}
+	}
+	host, err := probeHost()
+	if err != nil {
+		return nil, err
+	}
+	return &Runtime{binary: path, root: root, bundleDir: bundles, log: log, host: host}, nil
+}
+
+func probeHost() (hostInfo, error) {
+	var h hostInfo
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return h, fmt.Errorf("runc: statfs /sys/fs/cgroup: %w", err)
+	}
+	h.cgroup2 = st.Type == unix.CGROUP2_SUPER_MAGIC
+	if h.cgroup2 {
+		h.cgroupRoots = []string{"/sys/fs/cgroup"}
+	} else {
+		_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
+		h.memsw = err == nil
+		entries, err := os.ReadDir("/sys/fs/cgroup")
+		if err != nil {
+			return h, fmt.Errorf("runc: %w", err)
+		}
+		for _, e := range entries {
+			if e.IsDir() { // symlinks (cpu -> cpu,cpuacct) are skipped
+				h.cgroupRoots = append(h.cgroupRoots, filepath.Join("/sys/fs/cgroup", e.Name()))
+			}
+		}
+	}
+	_, err := os.Stat("/proc/self/ns/cgroup")
+	h.cgroupNS = err == nil
+	_, err = os.Stat("/proc/sys/net/ipv6")
+	h.ipv6 = err == nil
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return h, fmt.Errorf("runc: getrlimit: %w", err)
+	}
+	h.nofile = min(rl.Max, 1<<20)
+	return h, nil
+}
+
+// Name returns "runc".
+func (r *Runtime) Name() string { return "runc" }
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+func checkID(id string) error {
+	if !idPattern.MatchString(id) {
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: invalid container id %q (want 1-63 of [a-z0-9-])", id)
+	}
+	return nil
+}
+
+func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
+
+// cgroupPath is the cgroupsPath of every container, relative to each hierarchy's root.
+func cgroupPath(id string) string { return "/hutch/" + id }
+
+// command builds a runc invocation with the global flags.
+func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, r.binary, append([]string{"--root", r.root}, args...)...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// runcError is runc's stderr for a failed invocation, classified.
+func runcError(op, id string, err error, stderr string) error {
+	msg := lastErrorLine(stderr)
+	if msg == "" {
+		msg = err.Error()
+	}
+	class := errdefs.ErrInternal
+	switch low := strings.ToLower(msg); {
+	case strings.Contains(low, "does not exist"):
+		class = errdefs.ErrNotFound
+	case strings.Contains(low, "already exists"), strings.Contains(low, "id already in use"):
+		class = errdefs.ErrAlreadyExists
+	case strings.Contains(low, "not running"), strings.Contains(low, "not stopped"), strings.Contains(low, "is paused"):
+		class = errdefs.ErrFailedPrecondition
+	}
+	return fmt.Errorf("runc %s %s: %s: %w", op, id, msg, errors.Join(class, err))
+}
+
+// lastErrorLine extracts the message of runc's last error line. runc prints either logrus text
+// (time="…" level=error msg="…") or, with --log-format json, {"level":"error","msg":"…"}.
+func lastErrorLine(stderr string) string {
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" {
+			continue
+		}
+		if m := logrusMsg.FindStringSubmatch(l); m != nil {
+			return strings.ReplaceAll(m[1], `\"`, `"`)
+		}
+		if m := jsonMsg.FindStringSubmatch(l); m != nil {
+			return strings.ReplaceAll(m[1], `\"`, `"`)
+		}
+		return l
+	}
+	return ""
+}
+
+var (
+	logrusMsg = regexp.MustCompile(`msg="((?:[^"\\]|\\.)*)"`)
+	jsonMsg   = regexp.MustCompile(`"msg":"((?:[^"\\]|\\.)*)"`)
+)
+
+// runSimple runs a short runc command, returning stdout, or a classified error.
+func (r *Runtime) runSimple(ctx context.Context, op, id string, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("runc %s %s: %w", op, id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+		}
+		return nil, runcError(op, id, err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// exitCode returns the exit status of a finished command, or -1 when it did not exit normally.
+// A process killed by signal N reports 128+N, as a shell does.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return -1
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}

@@ -1,0 +1,232 @@
+package runc
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+)
+
+// Capabilities is the capability set of every container process (bounding, effective,
+// permitted): Docker's default set minus CAP_NET_RAW. Enough for root inside to install
+// packages, chown files and bind low ports; no CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SYS_PTRACE.
+var Capabilities = []string{
+	"CAP_AUDIT_WRITE",
+	"CAP_CHOWN",
+	"CAP_DAC_OVERRIDE",
+	"CAP_FOWNER",
+	"CAP_FSETID",
+	"CAP_KILL",
+	"CAP_MKNOD",
+	"CAP_NET_BIND_SERVICE",
+	"CAP_SETFCAP",
+	"CAP_SETGID",
+	"CAP_SETPCAP",
+	"CAP_SETUID",
+	"CAP_SYS_CHROOT",
+}
+
+// defaultPath is PID 1's PATH when Spec.Env has none.
+const defaultPath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// cpuPeriod is the CFS period (µs) used with Resources.MilliCPU.
+const cpuPeriod = 100000
+
+// devices allowed in the device cgroup after a deny-all rule: runc's defaults.
+var allowedDevices = []struct {
+	typ          string
+	major, minor int64 // minor -1 = all
+}{
+	{"c", 1, 3},    // /dev/null
+	{"c", 1, 5},    // /dev/zero
+	{"c", 1, 7},    // /dev/full
+	{"c", 1, 8},    // /dev/random
+	{"c", 1, 9},    // /dev/urandom
+	{"c", 5, 0},    // /dev/tty
+	{"c", 5, 2},    // /dev/ptmx
+	{"c", 136, -1}, // /dev/pts/*
+}
+
+// BuildSpec turns a runtime.Spec into the OCI spec written to the bundle. Empty Hostname means
+// the ID, empty Cwd means "/", and an Env without PATH gets a standard PATH. It fails with
+// errdefs.ErrInvalidArgument on a bad ID, relative paths or empty Args.
+func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
+	if err := checkID(s.ID); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(s.RootFS) {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: rootfs %q is not absolute", s.RootFS)
+	}
+	if len(s.Args) == 0 {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: empty args for container %s", s.ID)
+	}
+	hostname := s.Hostname
+	if hostname == "" {
+		hostname = s.ID
+	}
+	cwd := s.Cwd
+	if cwd == "" {
+		cwd = "/"
+	}
+	env := append([]string{}, s.Env...)
+	hasPath := false
+	for _, e := range env {
+		hasPath = hasPath || strings.HasPrefix(e, "PATH=")
+	}
+	if !hasPath {
+		env = append([]string{defaultPath}, env...)
+	}
+
+	caps := append([]string{}, Capabilities...)
+	spec := &specs.Spec{
+		Version: specs.Version,
+		Root:    &specs.Root{Path: s.RootFS, Readonly: false},
+		Process: &specs.Process{
+			Terminal: false,
+			User:     specs.User{UID: 0, GID: 0},
+			Args:     append([]string{}, s.Args...),
+			Env:      env,
+			Cwd:      cwd,
+			Capabilities: &specs.LinuxCapabilities{
+				Bounding:  caps,
+				Effective: caps,
+				Permitted: caps,
+			},
+			Rlimits: []specs.POSIXRlimit{
+				{Type: "RLIMIT_NOFILE", Hard: r.host.nofile, Soft: r.host.nofile},
+			},
+			NoNewPrivileges: true,
+		},
+		Hostname: hostname,
+		Mounts:   defaultMounts(),
+		Linux: &specs.Linux{
+			CgroupsPath: cgroupPath(s.ID),
+			Namespaces:  r.namespaces(s.NetNSPath),
+			Resources:   r.resources(s.Resources),
+			Seccomp:     DefaultSeccomp(),
+			MaskedPaths: []string{
+				"/proc/acpi",
+				"/proc/asound",
+				"/proc/kcore",
+				"/proc/keys",
+				"/proc/latency_stats",
+				"/proc/timer_list",
+				"/proc/timer_stats",
+				"/proc/sched_debug",
+				"/proc/scsi",
+				"/sys/firmware",
+				"/sys/devices/virtual/powercap",
+			},
+			ReadonlyPaths: []string{
+				"/proc/bus",
+				"/proc/fs",
+				"/proc/irq",
+				"/proc/sys",
+				"/proc/sysrq-trigger",
+			},
+		},
+	}
+	if r.host.ipv6 {
+		// Both cases of NetNSPath are private namespaces (hutch's own or a fresh one).
+		spec.Linux.Sysctl = map[string]string{
+			"net.ipv6.conf.all.disable_ipv6":     "1",
+			"net.ipv6.conf.default.disable_ipv6": "1",
+		}
+	}
+	for _, m := range s.Mounts {
+		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Destination) {
+			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: mount %s -> %s: paths must be absolute", m.Source, m.Destination)
+		}
+		opts := []string{"rbind", "rprivate"}
+		if m.ReadOnly {
+			opts = append(opts, "ro")
+		} else {
+			opts = append(opts, "rw")
+		}
+		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
+	}
+	return spec, nil
+}
+
+func defaultMounts() []specs.Mount {
+	return []specs.Mount{
+		{Destination: "/proc", Type: "proc", Source: "proc"},
+		{Destination: "/dev", Type: "tmpfs", Source: "tmpfs", Options: []string{"nosuid", "strictatime", "mode=755", "size=65536k"}},
+		{Destination: "/dev/pts", Type: "devpts", Source: "devpts", Options: []string{"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620", "gid=5"}},
+		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
+		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
+		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
+		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
+	}
+}
+
+func (r *Runtime) namespaces(netns string) []specs.LinuxNamespace {
+	ns := []specs.LinuxNamespace{
+		{Type: specs.PIDNamespace},
+		{Type: specs.IPCNamespace},
+		{Type: specs.UTSNamespace},
+		{Type: specs.MountNamespace},
+		{Type: specs.NetworkNamespace, Path: netns},
+	}
+	if r.host.cgroupNS {
+		ns = append(ns, specs.LinuxNamespace{Type: specs.CgroupNamespace})
+	}
+	return ns
+}
+
+func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
+	out := &specs.LinuxResources{
+		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
+	}
+	for _, d := range allowedDevices {
+		major := d.major
+		rule := specs.LinuxDeviceCgroup{Allow: true, Type: d.typ, Major: &major, Access: "rwm"}
+		if d.minor >= 0 {
+			minor := d.minor
+			rule.Minor = &minor
+		}
+		out.Devices = append(out.Devices, rule)
+	}
+	if res.MilliCPU > 0 {
+		quota, period := res.MilliCPU*cpuPeriod/1000, uint64(cpuPeriod)
+		out.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if res.MemoryBytes > 0 {
+		limit := res.MemoryBytes
+		out.Memory = &specs.LinuxMemory{Limit: &limit}
+		// Memory+swap = memory: no swap. On v2 runc writes memory.swap.max=0 and tolerates a
+		// kernel without swap accounting; on v1 the file must exist.
+		if r.host.cgroup2 || r.host.memsw {
+			swap := limit
+			out.Memory.Swap = &swap
+		}
+		if !r.host.cgroup2 {
+			swappiness := uint64(0)
+			out.Memory.Swappiness = &swappiness
+		}
+	}
+	if res.Pids > 0 {
+		out.Pids = &specs.LinuxPids{Limit: res.Pids}
+	}
+	return out
+}
+
+// checkSpec validates the parts of a spec that BuildSpec does not.
+func checkSpec(s runtime.Spec) error {
+	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: log path %q is not absolute", s.LogPath)
+	}
+	if s.Resources.MilliCPU < 0 || s.Resources.MemoryBytes < 0 || s.Resources.Pids < 0 {
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: negative resource limit %+v", s.Resources)
+	}
+	return nil
+}
+
+// describe is a one-line summary for logs.
+func describe(s runtime.Spec) string {
+	return fmt.Sprintf("cpu=%dm mem=%d pids=%d netns=%q", s.Resources.MilliCPU, s.Resources.MemoryBytes, s.Resources.Pids, s.NetNSPath)
+}

@@ -1,0 +1,401 @@
+// Package sandbox is hutchd's sandbox manager: it maps a sandbox ID to its record in the store
+// and its running instance, and drives the lifecycle (creating → running → stopped →
+// destroyed) over the image store, the overlay root filesystem, the network namespace, the
+// egress service and the container runtime. It owns every long-lived resource of a sandbox; an
+// API request only borrows them.
+//
+// Concurrency: lifecycle operations on one ID are serialised by a per-ID lock, so many
+// concurrent get-or-create calls for one new ID create exactly one sandbox. Operations on
+// different IDs run in parallel. The running fast path (Ensure on a running sandbox) takes only
+// a read lock.
+//
+// Crash safety: the store is written before and after each step, and Recover (run once at
+// start) reconciles the store with what the kernel and the runtime really hold: running
+// sandboxes whose agent answers are re-adopted; everything else (containers, mounts, network
+// namespaces, veths) is torn down and the record marked stopped.
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Image is a resolved base image.
+type Image struct {
+	ID     string
+	Name   string
+	RootFS string // host path of the read-only root filesystem
+}
+
+// Images resolves an image name ("default") or ID, building the default image on first need.
+// Progress lines of a build go to progress.
+type Images interface {
+	Resolve(ctx context.Context, name string, progress io.Writer) (Image, error)
+}
+
+// Net is a sandbox's network attachment.
+type Net struct {
+	NSPath  string
+	HostIf  string
+	Gateway netip.Addr
+	Addr    netip.Addr
+}
+
+// Networks creates and removes per-sandbox network namespaces.
+type Networks interface {
+	Setup(ctx context.Context, id string, slot int) (Net, error)
+	Teardown(ctx context.Context, id string, slot int) error
+	// Sweep removes every namespace and host link of ours that does not belong to a sandbox
+	// in keep (sandbox ID → network slot), for crash cleanup.
+	Sweep(ctx context.Context, keep map[string]int) error
+}
+
+// Egress registers sandboxes with the egress path (DNS, proxy, firewall).
+type Egress interface {
+	AddSandbox(id string, n Net) error
+	RemoveSandbox(id string) error
+}
+
+// RootFS mounts and unmounts overlay root filesystems.
+type RootFS interface {
+	Mount(lower, upper, work, merged string) error
+	Unmount(merged string) error
+	// Mounted lists mount points under prefix.
+	Mounted(prefix string) ([]string, error)
+}
+
+// Config is the manager's configuration.
+type Config struct {
+	// StateDir holds sandboxes/<id>/{upper,work,rootfs,run,etc} and the agent binary copy.
+	StateDir string
+	// AgentBinary is the host path of the static hutch-init binary.
+	AgentBinary string
+	// ExtraCACerts are PEM files appended to the sandbox's CA bundle (an operator's proxy CA).
+	ExtraCACerts []string
+	// StopGrace is how long PID 1 gets after SIGTERM before SIGKILL.
+	StopGrace time.Duration
+	// AgentTimeout bounds the wait for a new sandbox's agent to answer.
+	AgentTimeout time.Duration
+}
+
+// Manager owns every sandbox of this host.
+type Manager struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *store.Store
+	rt     runtime.Runtime
+	images Images
+	nets   Networks
+	egress Egress
+	rootfs RootFS
+
+	agentPath string // content-addressed copy of AgentBinary under StateDir
+
+	locksMu sync.Mutex
+	locks   map[string]*idLock // guarded by locksMu
+
+	mu        sync.RWMutex
+	instances map[string]*instance // running sandboxes; guarded by mu
+}
+
+// instance is a running sandbox.
+type instance struct {
+	pid       int
+	net       Net
+	transport *http.Transport
+}
+
+type idLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// New returns a Manager. Call Recover before serving requests.
+func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, images Images, nets Networks, eg Egress, fs RootFS) (*Manager, error) {
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 5 * time.Second
+	}
+	if cfg.AgentTimeout <= 0 {
+		cfg.AgentTimeout = 30 * time.Second
+	}
+	m := &Manager{
+		cfg: cfg, log: log, store: st, rt: rt, images: images, nets: nets, egress: eg, rootfs: fs,
+		locks:     map[string]*idLock{},
+		instances: map[string]*instance{},
+	}
+	p, err := installAgent(cfg.StateDir, cfg.AgentBinary)
+	if err != nil {
+		return nil, err
+	}
+	m.agentPath = p
+	return m, nil
+}
+
+// lock takes the per-ID lifecycle lock and returns its release.
+func (m *Manager) lock(id string) func() {
+	m.locksMu.Lock()
+	l := m.locks[id]
+	if l == nil {
+		l = &idLock{}
+		m.locks[id] = l
+	}
+	l.refs++
+	m.locksMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		m.locksMu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(m.locks, id)
+		}
+		m.locksMu.Unlock()
+	}
+}
+
+// Info is a sandbox's public view.
+type Info struct {
+	ID           string            `json:"id"`
+	Status       store.Status      `json:"status"`
+	Image        string            `json:"image"`
+	ImageID      string            `json:"imageId,omitempty"`
+	InstanceType string            `json:"instanceType"`
+	EnvVars      map[string]string `json:"envVars"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	StartedAt    *time.Time        `json:"startedAt,omitempty"`
+	Address      string            `json:"address,omitempty"`
+	LastError    string            `json:"lastError,omitempty"`
+}
+
+func (m *Manager) info(rec store.Sandbox) Info {
+	in := Info{
+		ID: rec.ID, Status: rec.Status, Image: rec.ImageName, ImageID: rec.Image,
+		InstanceType: rec.InstanceType, EnvVars: rec.EnvVars, CreatedAt: rec.CreatedAt,
+		LastError: rec.LastError,
+	}
+	if !rec.StartedAt.IsZero() {
+		t := rec.StartedAt
+		in.StartedAt = &t
+	}
+	m.mu.RLock()
+	if inst := m.instances[rec.ID]; inst != nil {
+		in.Address = inst.net.Addr.String()
+	}
+	m.mu.RUnlock()
+	return in
+}
+
+// CreateOptions are the options of get-or-create. They apply only when the sandbox is created.
+type CreateOptions struct {
+	ID           string
+	Image        string
+	InstanceType string
+	EnvVars      map[string]string
+}
+
+// GetOrCreate returns the sandbox with opts.ID, creating it if it does not exist, and makes sure
+// it is running. created reports whether this call created it. Errors: INVALID_SANDBOX_ID,
+// RESERVED_SANDBOX_ID, INVALID_INSTANCE_TYPE, IMAGE_NOT_FOUND, SANDBOX_START_FAILED.
+func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress io.Writer) (Info, bool, error) {
+	if err := ValidateID(opts.ID); err != nil {
+		return Info{}, false, err
+	}
+	it, err := LookupInstanceType(opts.InstanceType)
+	if err != nil {
+		return Info{}, false, err
+	}
+	if err := validateEnv(opts.EnvVars); err != nil {
+		return Info{}, false, err
+	}
+	unlock := m.lock(opts.ID)
+	defer unlock()
+
+	rec, err := m.store.Get(ctx, opts.ID)
+	created := false
+	switch {
+	case err == nil:
+	case errdefs.IsCode(err, errdefs.CodeSandboxNotFound):
+		name := opts.Image
+		if name == "" {
+			name = "default"
+		}
+		img, err := m.images.Resolve(ctx, name, progress)
+		if err != nil {
+			return Info{}, false, err
+		}
+		rec, err = m.store.Insert(ctx, store.Sandbox{
+			ID: opts.ID, Image: img.ID, ImageName: name, InstanceType: it.Name,
+			EnvVars: opts.EnvVars, Status: store.StatusCreating,
+		})
+		if err != nil {
+			return Info{}, false, err
+		}
+		created = true
+		m.log.InfoContext(ctx, "sandbox created", "sandbox_id", opts.ID, "image", img.ID, "instance_type", it.Name)
+	default:
+		return Info{}, false, err
+	}
+	if err := m.ensureLocked(ctx, rec, progress); err != nil {
+		return Info{}, created, err
+	}
+	rec, err = m.store.Get(ctx, opts.ID)
+	if err != nil {
+		return Info{}, created, err
+	}
+	return m.info(rec), created, nil
+}
+
+// Get returns a sandbox's info without starting it.
+func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
+	if err := ValidateID(id); err != nil {
+		return Info{}, err
+	}
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	return m.info(rec), nil
+}
+
+// List returns every sandbox's info, ordered by ID.
+func (m *Manager) List(ctx context.Context) ([]Info, error) {
+	recs, err := m.store.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Info, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, m.info(r))
+	}
+	return out, nil
+}
+
+// Ensure makes sure sandbox id is running and returns an HTTP transport to its agent. Unknown →
+// SANDBOX_NOT_FOUND. This is the hot path of every in-sandbox operation.
+func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, error) {
+	m.mu.RLock()
+	inst := m.instances[id]
+	m.mu.RUnlock()
+	if inst != nil {
+		return inst.transport, nil
+	}
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.ensureLocked(ctx, rec, nil); err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	inst = m.instances[id]
+	m.mu.RUnlock()
+	if inst == nil {
+		return nil, errdefs.Newf(errdefs.CodeSandboxStartFailed, "sandbox %q is not running", id)
+	}
+	return inst.transport, nil
+}
+
+// Start starts a stopped sandbox and returns its info.
+func (m *Manager) Start(ctx context.Context, id string) (Info, error) {
+	if _, err := m.Ensure(ctx, id); err != nil {
+		return Info{}, err
+	}
+	return m.Get(ctx, id)
+}
+
+// Stop stops a running sandbox; its disk remains. Stopping a stopped sandbox is not an error.
+func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
+	if err := ValidateID(id); err != nil {
+		return Info{}, err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	if err := m.teardown(ctx, rec); err != nil {
+		return Info{}, err
+	}
+	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
+		return Info{}, err
+	}
+	rec.Status = store.StatusStopped
+	return m.info(rec), nil
+}
+
+// Destroy stops the sandbox and removes everything of it: container, mounts, network, disk and
+// record. Unknown → SANDBOX_NOT_FOUND.
+func (m *Manager) Destroy(ctx context.Context, id string) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := m.teardown(ctx, rec); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
+		return fmt.Errorf("destroy %s: remove disk: %w", id, err)
+	}
+	if err := m.store.Delete(ctx, id); err != nil {
+		return err
+	}
+	m.log.InfoContext(ctx, "sandbox destroyed", "sandbox_id", id)
+	return nil
+}
+
+// Close releases the manager's in-memory resources. Running sandboxes keep running; the next
+// hutchd re-adopts them (see Recover).
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, inst := range m.instances {
+		inst.transport.CloseIdleConnections()
+	}
+}
+
+func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
+
+func validateEnv(env map[string]string) error {
+	for k := range env {
+		if k == "" || len(k) > 1024 {
+			return errdefs.New(errdefs.CodeInvalidArgument, "environment variable names must be 1-1024 characters").With("name", k)
+		}
+		for i := 0; i < len(k); i++ {
+			c := k[i]
+			if !(c == '_' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || i > 0 && c >= '0' && c <= '9') {
+				return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid environment variable name %q", k).With("name", k)
+			}
+		}
+	}
+	for k, v := range env {
+		for i := 0; i < len(v); i++ {
+			if v[i] == 0 {
+				return errdefs.Newf(errdefs.CodeInvalidArgument, "environment variable %q has a NUL byte", k).With("name", k)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Recover reconciles the store with the host after a start or a crash of hutchd. A sandbox
+// recorded as running whose container runs and whose agent answers is re-adopted: it keeps its
+// processes, and its network is registered again with the egress service. Every other
+// container, overlay mount, network namespace and host veth of ours is removed, and records
+// left in creating or running are marked stopped (the next request starts them again).
+// Recover must run before requests are served.
+func (m *Manager) Recover(ctx context.Context) error {
+	recs, err := m.store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	states, err := m.rt.List(ctx)
+	if err != nil {
+		return fmt.Errorf("recover: list containers: %w", err)
+	}
+	byID := map[string]runtime.State{}
+	for _, s := range states {
+		byID[s.ID] = s
+	}
+	known := map[string]bool{}
+	keep := map[string]int{}
+	var errs []error
+	for _, rec := range recs {
+		known[rec.ID] = true
+		st, ok := byID[rec.ID]
+		if rec.Status == store.StatusRunning && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
+			keep[rec.ID] = rec.NetSlot
+			continue
+		}
+		if err := m.teardown(ctx, rec); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if rec.Status == store.StatusRunning || rec.Status == store.StatusCreating {
+			if err := m.store.SetStatus(ctx, rec.ID, store.StatusStopped, ""); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// Containers with no record: a create that crashed before its insert committed, or a
+	// record destroyed while hutchd was down.
+	for id := range byID {
+		if known[id] {
+			continue
+		}
+		m.log.WarnContext(ctx, "removing container without a record", "sandbox_id", id)
+		if err := m.rt.Delete(ctx, id, true); err != nil {
+			errs = append(errs, fmt.Errorf("recover: delete container %s: %w", id, err))
+		}
+	}
+	// Mounts, namespaces and links that belong to no running sandbox.
+	prefix := filepath.Join(m.cfg.StateDir, "sandboxes") + "/"
+	mounts, err := m.rootfs.Mounted(prefix)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("recover: list mounts: %w", err))
+	}
+	for _, mp := range mounts {
+		id, _, _ := strings.Cut(strings.TrimPrefix(mp, prefix), "/")
+		if _, ok := keep[id]; ok {
+			continue
+		}
+		m.log.WarnContext(ctx, "removing stray mount", "path", mp)
+		if err := m.rootfs.Unmount(mp); err != nil {
+			errs = append(errs, fmt.Errorf("recover: unmount %s: %w", mp, err))
+		}
+	}
+	if err := m.nets.Sweep(ctx, keep); err != nil {
+		errs = append(errs, fmt.Errorf("recover: network sweep: %w", err))
+	}
+	m.log.InfoContext(ctx, "recovered", "sandboxes", len(recs), "adopted", len(keep))
+	return errors.Join(errs...)
+}
+
+// adopt takes over a running sandbox left by an earlier hutchd. It reports false when the
+// sandbox cannot be adopted and must be torn down.
+func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State) bool {
+	n, err := m.nets.Setup(ctx, rec.ID, rec.NetSlot)
+	if err != nil {
+		m.log.WarnContext(ctx, "adopt: network", "sandbox_id", rec.ID, "err", err)
+		return false
+	}
+	tr := agentTransport(st.Pid)
+	if err := waitAgent(ctx, tr, 3*time.Second); err != nil {
+		tr.CloseIdleConnections()
+		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)
+		return false
+	}
+	if err := m.egress.AddSandbox(rec.ID, n); err != nil {
+		tr.CloseIdleConnections()
+		m.log.WarnContext(ctx, "adopt: egress", "sandbox_id", rec.ID, "err", err)
+		return false
+	}
+	m.mu.Lock()
+	m.instances[rec.ID] = &instance{pid: st.Pid, net: n, transport: tr}
+	m.mu.Unlock()
+	m.log.InfoContext(ctx, "sandbox re-adopted", "sandbox_id", rec.ID, "pid", st.Pid)
+	return true
+}

@@ -1,0 +1,322 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Paths inside every sandbox.
+const (
+	agentInContainer = "/.hutch/hutch-init"
+	runDirInSandbox  = "/run/hutch"
+	agentSocketName  = "agent.sock"
+	caBundlePath     = "/etc/ssl/certs/ca-certificates.crt"
+	workspace        = "/workspace"
+)
+
+// ensureLocked starts rec's sandbox if it is not running. The caller holds the ID lock.
+func (m *Manager) ensureLocked(ctx context.Context, rec store.Sandbox, progress io.Writer) error {
+	m.mu.RLock()
+	running := m.instances[rec.ID] != nil
+	m.mu.RUnlock()
+	if running {
+		return nil
+	}
+	// Starting must not be cut short by the request that asked for it: a half-started sandbox
+	// would be torn down again. It has its own deadline instead.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	if err := m.start(ctx, rec, progress); err != nil {
+		m.log.ErrorContext(ctx, "sandbox start failed", "sandbox_id", rec.ID, "err", err)
+		_ = m.teardown(ctx, rec)
+		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, err.Error())
+		if errdefs.CodeOf(err) == errdefs.CodeInternal {
+			return errdefs.Wrap(errdefs.CodeSandboxStartFailed, err, "start sandbox "+strconv.Quote(rec.ID)).With("id", rec.ID)
+		}
+		return err
+	}
+	return nil
+}
+
+// start runs every step of bringing a sandbox up. On error the caller tears down.
+func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writer) error {
+	id := rec.ID
+	it, err := LookupInstanceType(rec.InstanceType)
+	if err != nil {
+		return err
+	}
+	img, err := m.images.Resolve(ctx, rec.Image, progress)
+	if err != nil {
+		return err
+	}
+	dir := m.sandboxDir(id)
+	for _, d := range []string{"upper", "work", "rootfs", "run", "etc"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return fmt.Errorf("sandbox dir: %w", err)
+		}
+	}
+	// The run dir holds the agent socket; stale sockets from an earlier life go.
+	_ = os.Remove(filepath.Join(dir, "run", agentSocketName))
+
+	merged := filepath.Join(dir, "rootfs")
+	if err := m.rootfs.Mount(img.RootFS, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
+		return fmt.Errorf("mount root filesystem: %w", err)
+	}
+	n, err := m.nets.Setup(ctx, id, rec.NetSlot)
+	if err != nil {
+		return fmt.Errorf("network: %w", err)
+	}
+	if err := m.egress.AddSandbox(id, n); err != nil {
+		return fmt.Errorf("egress: %w", err)
+	}
+	etc, err := m.writeEtc(dir, id, n, img.RootFS)
+	if err != nil {
+		return err
+	}
+	spec := runtime.Spec{
+		ID:        id,
+		RootFS:    merged,
+		Hostname:  id,
+		Args:      []string{agentInContainer, "--socket", runDirInSandbox + "/" + agentSocketName, "--workdir", workspace},
+		Env:       sandboxEnv(id, rec.EnvVars),
+		Cwd:       "/",
+		NetNSPath: n.NSPath,
+		Resources: it.Resources(),
+		LogPath:   filepath.Join(dir, "agent.log"),
+		Mounts: append([]runtime.Mount{
+			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
+			{Source: filepath.Join(dir, "run"), Destination: runDirInSandbox},
+		}, etc...),
+	}
+	st, err := m.rt.Start(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
+	}
+	inst := &instance{pid: st.Pid, net: n, transport: agentTransport(st.Pid)}
+	if err := waitAgent(ctx, inst.transport, m.cfg.AgentTimeout); err != nil {
+		inst.transport.CloseIdleConnections()
+		logTail := tailFile(spec.LogPath, 2048)
+		return errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "agent did not answer").With("agentLog", logTail)
+	}
+	m.mu.Lock()
+	m.instances[id] = inst
+	m.mu.Unlock()
+	if err := m.store.SetStatus(ctx, id, store.StatusRunning, ""); err != nil {
+		return err
+	}
+	m.log.InfoContext(ctx, "sandbox running", "sandbox_id", id, "pid", st.Pid, "address", n.Addr.String())
+	return nil
+}
+
+// teardown stops everything of a sandbox except its disk. Every step is idempotent, so it also
+// cleans up after a crash half-way through start.
+func (m *Manager) teardown(ctx context.Context, rec store.Sandbox) error {
+	id := rec.ID
+	m.mu.Lock()
+	inst := m.instances[id]
+	delete(m.instances, id)
+	m.mu.Unlock()
+	if inst != nil {
+		inst.transport.CloseIdleConnections()
+	}
+	var errs []error
+	if st, err := m.rt.State(ctx, id); err == nil {
+		if st.Status == runtime.StatusRunning {
+			_ = m.rt.Kill(ctx, id, syscall.SIGTERM, false)
+			deadline := time.Now().Add(m.cfg.StopGrace)
+			for time.Now().Before(deadline) {
+				s, err := m.rt.State(ctx, id)
+				if err != nil || s.Status != runtime.StatusRunning {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		if err := m.rt.Delete(ctx, id, true); err != nil {
+			errs = append(errs, fmt.Errorf("delete container: %w", err))
+		}
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		errs = append(errs, fmt.Errorf("container state: %w", err))
+	}
+	if err := m.egress.RemoveSandbox(id); err != nil {
+		errs = append(errs, fmt.Errorf("egress: %w", err))
+	}
+	if err := m.nets.Teardown(ctx, id, rec.NetSlot); err != nil {
+		errs = append(errs, fmt.Errorf("network: %w", err))
+	}
+	if err := m.rootfs.Unmount(filepath.Join(m.sandboxDir(id), "rootfs")); err != nil {
+		errs = append(errs, fmt.Errorf("unmount: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("teardown %s: %w", id, err)
+	}
+	return nil
+}
+
+// sandboxEnv is PID 1's environment: a sane base, then the sandbox's env vars. CA variables point
+// every common TLS stack at the bundle hutchd mounts, so an operator's proxy CA is trusted.
+func sandboxEnv(id string, vars map[string]string) []string {
+	env := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/root",
+		"LANG=C.UTF-8",
+		"LC_ALL=C.UTF-8",
+		"TERM=xterm-256color",
+		"HOSTNAME=" + id,
+		"HUTCH_SANDBOX_ID=" + id,
+		"SSL_CERT_FILE=" + caBundlePath,
+		"NODE_EXTRA_CA_CERTS=" + caBundlePath,
+		"REQUESTS_CA_BUNDLE=" + caBundlePath,
+		"CURL_CA_BUNDLE=" + caBundlePath,
+		"GIT_SSL_CAINFO=" + caBundlePath,
+	}
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// writeEtc writes the sandbox's resolv.conf, hosts and CA bundle and returns their mounts.
+func (m *Manager) writeEtc(dir, id string, n Net, imageRoot string) ([]runtime.Mount, error) {
+	etc := filepath.Join(dir, "etc")
+	files := map[string][]byte{
+		"resolv.conf": fmt.Appendf(nil, "nameserver %s\noptions ndots:0\n", n.Gateway),
+		"hosts":       fmt.Appendf(nil, "127.0.0.1\tlocalhost\n127.0.1.1\t%s\n%s\t%s\n", id, n.Addr, id),
+		"hostname":    []byte(id + "\n"),
+	}
+	bundle, err := os.ReadFile(filepath.Join(imageRoot, caBundlePath))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("read image CA bundle: %w", err)
+	}
+	for _, f := range m.cfg.ExtraCACerts {
+		pem, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read extra CA %s: %w", f, err)
+		}
+		if len(bundle) > 0 && !bytes.HasSuffix(bundle, []byte("\n")) {
+			bundle = append(bundle, '\n')
+		}
+		bundle = append(bundle, pem...)
+	}
+	files["ca-certificates.crt"] = bundle
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), data, 0o644); err != nil {
+			return nil, fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return []runtime.Mount{
+		{Source: filepath.Join(etc, "resolv.conf"), Destination: "/etc/resolv.conf", ReadOnly: true},
+		{Source: filepath.Join(etc, "hosts"), Destination: "/etc/hosts", ReadOnly: true},
+		{Source: filepath.Join(etc, "hostname"), Destination: "/etc/hostname", ReadOnly: true},
+		{Source: filepath.Join(etc, "ca-certificates.crt"), Destination: caBundlePath, ReadOnly: true},
+	}, nil
+}
+
+// agentTransport dials the agent's socket through /proc/<pid>/root, so the path resolves inside
+// the sandbox's mount namespace: a symlink planted there by sandbox code cannot point hutchd at
+// a socket on the host.
+func agentTransport(pid int) *http.Transport {
+	sock := fmt.Sprintf("/proc/%d/root%s/%s", pid, runDirInSandbox, agentSocketName)
+	d := net.Dialer{Timeout: 5 * time.Second}
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", sock)
+		},
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		DisableCompression:    true,
+		ResponseHeaderTimeout: 0,
+	}
+}
+
+// waitAgent polls the agent's ping endpoint until it answers or timeout passes.
+func waitAgent(ctx context.Context, tr http.RoundTripper, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/api/ping", nil)
+		resp, err := tr.RoundTrip(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("ping: status %d", resp.StatusCode)
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %w", timeout, last)
+		case <-time.After(delay):
+		}
+	}
+}
+
+// installAgent copies the agent binary into the state dir under its content hash and returns
+// the copy's path. A rebuilt hutch-init gets a new file, so running sandboxes keep theirs.
+func installAgent(stateDir, src string) (string, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	dir := filepath.Join(stateDir, "bin")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	dst := filepath.Join(dir, "hutch-init-"+hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".hutch-init-*")
+	if err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	if err := tmp.Chmod(0o555); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), dst); err != nil {
+		return "", fmt.Errorf("agent binary: %w", err)
+	}
+	return dst, nil
+}
+
+func tailFile(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
+}

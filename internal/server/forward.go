@@ -1,0 +1,142 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// route is one agent endpoint reachable through /v1/sandboxes/{id}/<rest>.
+type route struct {
+	method    string
+	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/
+	operation string // dotted name for error envelopes
+	raw       bool   // body is streamed as is (any size), not JSON
+}
+
+// forwarded is the set of in-sandbox operations (api/agent.md). Anything else under a sandbox
+// is 404: the agent's other endpoints are not part of the public API.
+var forwarded = []route{
+	{http.MethodGet, "ping", "sandbox.ping", false},
+	{http.MethodPost, "execute", "command.execute", false},
+	{http.MethodPost, "execute/stream", "command.stream", false},
+	{http.MethodPost, "session/create", "session.create", false},
+	{http.MethodGet, "session/list", "session.list", false},
+	{http.MethodPost, "session/delete", "session.delete", false},
+	{http.MethodPost, "write", "file.write", false},
+	{http.MethodPut, "files", "file.write", true},
+	{http.MethodGet, "files", "file.read", true},
+	{http.MethodPost, "read", "file.read", false},
+	{http.MethodPost, "read/stream", "file.stream", false},
+	{http.MethodPost, "list-files", "file.list", false},
+	{http.MethodPost, "mkdir", "file.mkdir", false},
+	{http.MethodPost, "delete", "file.delete", false},
+	{http.MethodPost, "rename", "file.rename", false},
+	{http.MethodPost, "move", "file.move", false},
+	{http.MethodPost, "exists", "file.exists", false},
+	{http.MethodPost, "git/checkout", "git.checkout", false},
+}
+
+// forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
+// whole (bounded, checked to be JSON) before the sandbox is touched, so bad input changes
+// nothing; raw bodies and all replies are streamed, and SSE replies are flushed per read. If the
+// caller goes away the agent request is cancelled, which kills the command it runs.
+func (s *Server) forward(rt route) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = http.NoBody
+		length := int64(0)
+		if rt.method != http.MethodGet {
+			if rt.raw {
+				body, length = r.Body, r.ContentLength
+			} else {
+				b, err := readBody(w, r)
+				if err != nil {
+					writeError(w, r, err, rt.operation)
+					return
+				}
+				if len(bytes.TrimSpace(b)) == 0 {
+					b = []byte("{}")
+				}
+				if !json.Valid(b) {
+					writeError(w, r, errdefs.New(errdefs.CodeInvalidJSON, "request body is not valid JSON"), rt.operation)
+					return
+				}
+				body, length = bytes.NewReader(b), int64(len(b))
+			}
+		}
+		tr, err := s.mgr.Ensure(r.Context(), r.PathValue("id"))
+		if err != nil {
+			writeError(w, r, err, rt.operation)
+			return
+		}
+		u := "http://agent/api/" + rt.rest
+		if r.URL.RawQuery != "" {
+			u += "?" + r.URL.RawQuery
+		}
+		out, err := http.NewRequestWithContext(r.Context(), rt.method, u, body)
+		if err != nil {
+			writeError(w, r, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request"), rt.operation)
+			return
+		}
+		out.ContentLength = length
+		if rt.raw {
+			if ct := r.Header.Get("Content-Type"); ct != "" {
+				out.Header.Set("Content-Type", ct)
+			}
+		} else {
+			out.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			if r.Context().Err() != nil {
+				return // the caller left; nothing to answer
+			}
+			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", r.PathValue("id")), rt.operation)
+			return
+		}
+		defer resp.Body.Close()
+		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "X-Hutch-Binary", "Content-Disposition"} {
+			if v := resp.Header.Get(h); v != "" {
+				w.Header().Set(h, v)
+			}
+		}
+		w.WriteHeader(resp.StatusCode)
+		stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		if err := copyResponse(w, resp.Body, stream); err != nil && !errors.Is(err, io.EOF) {
+			s.log.DebugContext(r.Context(), "forward: copy ended", "path", r.URL.Path, "err", err)
+			// The agent's side broke mid-reply: abort ours too, so the caller sees a cut
+			// stream instead of a clean end (acceptance E6).
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+// copyResponse copies the agent's reply; streams are flushed after every read so events reach
+// the caller as they happen.
+func copyResponse(w http.ResponseWriter, src io.Reader, stream bool) error {
+	if !stream {
+		_, err := io.Copy(w, src)
+		return err
+	}
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+			if ferr := rc.Flush(); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+}

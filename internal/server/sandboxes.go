@@ -1,0 +1,80 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+type createRequest struct {
+	ID           string            `json:"id"`
+	Image        string            `json:"image"`
+	InstanceType string            `json:"instanceType"`
+	EnvVars      map[string]string `json:"envVars"`
+}
+
+// createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
+func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
+	var req createRequest
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
+		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
+	}, nil)
+	if err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, info)
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	list, err := s.mgr.List(r.Context())
+	if err != nil {
+		writeError(w, r, err, "sandbox.list")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": list})
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	info, err := s.mgr.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err, "sandbox.get")
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) destroySandbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.mgr.Destroy(r.Context(), id); err != nil {
+		writeError(w, r, err, "sandbox.destroy")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id})
+}
+
+func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
+	info, err := s.mgr.Start(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err, "sandbox.start")
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
+	info, err := s.mgr.Stop(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err, "sandbox.stop")
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}

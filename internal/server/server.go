@@ -1,0 +1,160 @@
+// Package server is hutchd's public HTTP API (/v1, contract in api/openapi.yaml): bearer-token
+// authentication, the JSON error envelope (errdefs is the one place codes get their status),
+// sandbox lifecycle handlers, and the forwarding of in-sandbox operations to each sandbox's
+// agent over its unix socket.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// MaxJSONBody is the largest JSON request body accepted, in bytes: a 32 MiB file as base64 plus
+// room for the rest of the request.
+const MaxJSONBody = 48 << 20
+
+// Images is what the API needs of the image store.
+type Images interface {
+	List(ctx context.Context) ([]ImageInfo, error)
+	Build(ctx context.Context, name string, progress io.Writer) (ImageInfo, error)
+}
+
+// ImageInfo is an image's public view.
+type ImageInfo struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Packages  []string  `json:"packages"`
+	CreatedAt time.Time `json:"createdAt"`
+	SizeBytes int64     `json:"sizeBytes"`
+}
+
+// Server serves the /v1 API.
+type Server struct {
+	log     *slog.Logger
+	token   string
+	mgr     *sandbox.Manager
+	images  Images
+	version string
+	mux     *http.ServeMux
+}
+
+// New returns a Server. token is the bearer token every /v1 call (except health) must carry.
+func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, version string) *Server {
+	s := &Server{log: log, token: token, mgr: mgr, images: images, version: version, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /v1/health", s.health)
+	s.mux.Handle("POST /v1/sandboxes", s.auth(s.createSandbox))
+	s.mux.Handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
+	s.mux.Handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
+	s.mux.Handle("DELETE /v1/sandboxes/{id}", s.auth(s.destroySandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/start", s.auth(s.startSandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/stop", s.auth(s.stopSandbox))
+	for _, r := range forwarded {
+		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
+	}
+	s.mux.Handle("GET /v1/images", s.auth(s.listImages))
+	s.mux.Handle("POST /v1/images/build", s.auth(s.buildImage))
+	s.mux.Handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path), "")
+	}))
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(rec, r)
+	s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
+}
+
+// auth checks the bearer token in constant time.
+func (s *Server) auth(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
+			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
+}
+
+// writeError sends err as the JSON envelope with the status its code maps to.
+func writeError(w http.ResponseWriter, r *http.Request, err error, operation string) {
+	env := errdefs.ToEnvelope(err, operation)
+	writeJSON(w, env.HTTPStatus, env)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+// readJSON reads a JSON body of at most MaxJSONBody bytes into v. Errors: REQUEST_TOO_LARGE,
+// INVALID_JSON.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON")
+	}
+	return nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJSONBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errdefs.Newf(errdefs.CodeRequestTooLarge, "request body is over %d bytes; stream large files with PUT .../files", int64(MaxJSONBody)).With("limit", int64(MaxJSONBody))
+		}
+		return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "read request body")
+	}
+	return body, nil
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush passes flushes through, so SSE streams are not buffered.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,258 @@
+// Package store keeps hutchd's metadata in SQLite (modernc.org/sqlite, no cgo): one row per
+// sandbox with its options, state and network slot. The database file lives in the state
+// directory; every write is a single transaction, so a `kill -9` of hutchd leaves either the old
+// or the new row, never half of one. It is the embedded default; a PostgreSQL store for several
+// hosts comes later behind the same methods.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// MaxNetSlots is the number of network slots (one /30 each in a /16).
+const MaxNetSlots = 16384
+
+// Status is a sandbox's recorded lifecycle state.
+type Status string
+
+// Sandbox states. Transitions: creating → running → stopped → (starting again) running; any →
+// destroyed (row deleted). "error" records a failed start; the next request retries.
+const (
+	StatusCreating Status = "creating"
+	StatusRunning  Status = "running"
+	StatusStopped  Status = "stopped"
+	StatusError    Status = "error"
+)
+
+// Sandbox is one sandbox's record.
+type Sandbox struct {
+	ID           string
+	Image        string // image ID
+	ImageName    string // name the caller asked for ("default")
+	InstanceType string
+	EnvVars      map[string]string
+	Status       Status
+	NetSlot      int
+	LastError    string
+	CreatedAt    time.Time
+	StartedAt    time.Time // zero when never started
+	UpdatedAt    time.Time
+}
+
+// Store is the SQLite metadata store. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sandboxes (
+	id            TEXT PRIMARY KEY,
+	image         TEXT NOT NULL,
+	image_name    TEXT NOT NULL,
+	instance_type TEXT NOT NULL,
+	env_json      TEXT NOT NULL,
+	status        TEXT NOT NULL,
+	net_slot      INTEGER NOT NULL UNIQUE,
+	last_error    TEXT NOT NULL DEFAULT '',
+	created_at    INTEGER NOT NULL,
+	started_at    INTEGER NOT NULL DEFAULT 0,
+	updated_at    INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+`
+
+// Open opens (creating if needed) the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// One writer at a time keeps SQLite free of SQLITE_BUSY under concurrent requests.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Insert adds a new sandbox record, choosing the lowest free network slot, and returns the
+// stored record. An existing ID gives errdefs.ErrAlreadyExists; no free slot gives
+// errdefs.ErrResourceExhausted.
+func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM sandboxes WHERE id = ?`, sb.ID).Scan(&n); err != nil {
+		return Sandbox{}, fmt.Errorf("store: lookup %s: %w", sb.ID, err)
+	}
+	if n > 0 {
+		return Sandbox{}, fmt.Errorf("store: sandbox %q: %w", sb.ID, errdefs.ErrAlreadyExists)
+	}
+	slot, err := freeSlot(ctx, tx)
+	if err != nil {
+		return Sandbox{}, err
+	}
+	now := time.Now().UTC()
+	sb.NetSlot = slot
+	sb.CreatedAt, sb.UpdatedAt = now, now
+	if sb.EnvVars == nil {
+		sb.EnvVars = map[string]string{}
+	}
+	env, err := json.Marshal(sb.EnvVars)
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("store: env: %w", err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
+		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
+		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano())
+	if err != nil {
+		return Sandbox{}, fmt.Errorf("store: insert %s: %w", sb.ID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Sandbox{}, fmt.Errorf("store: commit: %w", err)
+	}
+	return sb, nil
+}
+
+func freeSlot(ctx context.Context, tx *sql.Tx) (int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT net_slot FROM sandboxes ORDER BY net_slot`)
+	if err != nil {
+		return 0, fmt.Errorf("store: slots: %w", err)
+	}
+	defer rows.Close()
+	want := 0
+	for rows.Next() {
+		var s int
+		if err := rows.Scan(&s); err != nil {
+			return 0, fmt.Errorf("store: slots: %w", err)
+		}
+		if s > want {
+			break
+		}
+		want = s + 1
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("store: slots: %w", err)
+	}
+	if want >= MaxNetSlots {
+		return 0, errdefs.New(errdefs.CodeUnavailable, "no free network slot: too many sandboxes on this host")
+	}
+	return want, nil
+}
+
+// Get returns the record of id; unknown → errdefs.CodeSandboxNotFound.
+func (s *Store) Get(ctx context.Context, id string) (Sandbox, error) {
+	row := s.db.QueryRowContext(ctx, `SELECT `+columns+` FROM sandboxes WHERE id = ?`, id)
+	sb, err := scan(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Sandbox{}, errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id).With("id", id)
+	}
+	return sb, err
+}
+
+// List returns every record, ordered by ID.
+func (s *Store) List(ctx context.Context) ([]Sandbox, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+columns+` FROM sandboxes ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list: %w", err)
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		sb, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}
+
+// SetStatus records a new status (and the error text for StatusError). Moving to running
+// stamps StartedAt.
+func (s *Store) SetStatus(ctx context.Context, id string, st Status, lastError string) error {
+	now := time.Now().UTC().UnixNano()
+	q := `UPDATE sandboxes SET status = ?, last_error = ?, updated_at = ? WHERE id = ?`
+	args := []any{string(st), lastError, now, id}
+	if st == StatusRunning {
+		q = `UPDATE sandboxes SET status = ?, last_error = ?, updated_at = ?, started_at = ? WHERE id = ?`
+		args = []any{string(st), lastError, now, now, id}
+	}
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("store: set status %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id).With("id", id)
+	}
+	return nil
+}
+
+// Delete removes the record of id; unknown IDs are not an error.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("store: delete %s: %w", id, err)
+	}
+	return nil
+}
+
+const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scan(r scanner) (Sandbox, error) {
+	var (
+		sb                        Sandbox
+		env, status               string
+		created, started, updated int64
+	)
+	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
+		&sb.LastError, &created, &started, &updated)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return Sandbox{}, err
+		}
+		return Sandbox{}, fmt.Errorf("store: scan: %w", err)
+	}
+	if err := json.Unmarshal([]byte(env), &sb.EnvVars); err != nil {
+		return Sandbox{}, fmt.Errorf("store: sandbox %s env: %w", sb.ID, err)
+	}
+	sb.Status = Status(status)
+	sb.CreatedAt = fromNano(created)
+	sb.StartedAt = fromNano(started)
+	sb.UpdatedAt = fromNano(updated)
+	return sb, nil
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// probe is a python3 snippet run inside a sandbox: it tries a TCP connect (and for HTTP an
+// exchange) and prints OPEN, or BLOCKED with the reason.
+const probeTCP = `python3 - <<'PY'
+import socket, sys
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect((%q, %d))
+    print("OPEN")
+except Exception as e:
+    print("BLOCKED", type(e).__name__, e)
+PY`
+
+func probe(t *testing.T, sb *client.Sandbox, host string, port int) string {
+	t.Helper()
+	return strings.TrimSpace(mustExec(t, sb, fmt.Sprintf(probeTCP, host, port)))
+}
+
+// hostListener listens on every host address and counts connections.
+func hostListener(t *testing.T) (port int, hits *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	hits = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			hits.Add(1)
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).Port, hits
+}
+
+// TestIsolation tries, from inside a sandbox, to reach what it must not.
+func TestIsolation(t *testing.T) {
+	requireEnv(t)
+	a := sandbox(t, "e2e-iso-a", &client.SandboxOptions{InstanceType: "lite"})
+	b := sandbox(t, "e2e-iso-b", &client.SandboxOptions{InstanceType: "lite"})
+	infoA, err := a.Info(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	infoB, err := b.Info(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway := gatewayOf(t, infoA.Address)
+	apiPort := mustPort(t, d.listen)
+	svcPort, hits := hostListener(t)
+	// A server inside sandbox b, to see whether a can reach it.
+	if _, err := b.Exec(ctxT(t, time.Minute), "nohup python3 -m http.server 8080 >/dev/null 2>&1 &", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitListening(t, b, 8080)
+
+	cases := []struct {
+		name string
+		host string
+		port int
+	}{
+		{"hutchd API via gateway", gateway, apiPort},
+		{"hutchd API via loopback name", "127.0.0.1", apiPort},
+		{"host service on gateway", gateway, svcPort},
+		{"host ssh-like port on gateway", gateway, 22},
+		{"egress proxy port directly", gateway, mustAtoi(httpPort)},
+		{"other sandbox", infoB.Address, 8080},
+		{"other sandbox's gateway", gatewayOf(t, infoB.Address), svcPort},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := probe(t, a, c.host, c.port); strings.HasPrefix(got, "OPEN") {
+				t.Fatalf("sandbox reached %s:%d (%s)", c.host, c.port, got)
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("host service saw %d connections from the sandbox", n)
+	}
+	// HTTP through the transparent proxy to forbidden destinations is refused by name and by
+	// address; nothing is dialled (all targets here are refused before any dial).
+	for _, target := range []string{
+		"http://169.254.169.254/latest/meta-data/",
+		"http://127.0.0.1:" + fmt.Sprint(apiPort) + "/v1/sandboxes",
+		"http://10.0.0.1/",
+		"http://localhost/",
+		"http://" + infoB.Address + ":8080/",
+	} {
+		t.Run("http "+target, func(t *testing.T) {
+			out := mustExec(t, a, "curl -s -o /dev/null -w '%{http_code}' --max-time 5 '"+target+"' || true")
+			if out == "200" {
+				t.Fatalf("curl %s = 200; want refusal", target)
+			}
+		})
+	}
+	t.Run("udp other than dns dropped", func(t *testing.T) {
+		got := mustExec(t, a, `python3 -c "
+import socket
+s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(2)
+s.sendto(b'x', ('`+gateway+`', 9999))
+try:
+    s.recvfrom(10); print('ANSWER')
+except Exception as e:
+    print('NOANSWER')
+"`)
+		if strings.TrimSpace(got) != "NOANSWER" {
+			t.Fatalf("udp probe = %q", got)
+		}
+	})
+	t.Run("host files invisible", func(t *testing.T) {
+		marker := filepath.Join(os.TempDir(), "hutch-e2e-host-secret")
+		if err := os.WriteFile(marker, []byte("hutch-marker-4711"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(marker)
+		out := mustExec(t, a, "cat "+marker+" 2>&1 || true; cat "+filepath.Join(d.state, "token")+" 2>&1 || true")
+		if strings.Contains(out, "hutch-marker-4711") || strings.Contains(out, d.token) {
+			t.Fatalf("host files visible in the sandbox: %q", out)
+		}
+	})
+	t.Run("memory limit holds", func(t *testing.T) {
+		res, err := a.Exec(ctxT(t, 2*time.Minute), `python3 -c 'b = bytearray(600 * 2**20); print(len(b))'`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.ExitCode != 137 {
+			t.Fatalf("600 MiB in a 256 MiB sandbox: exit %d stdout %q; want 137 (killed)", res.ExitCode, res.Stdout)
+		}
+		// The sandbox and its agent keep working.
+		if got := mustExec(t, a, "echo alive"); got != "alive\n" {
+			t.Fatalf("after OOM: %q", got)
+		}
+	})
+	t.Run("agent socket symlink does not reach the host", func(t *testing.T) {
+		// A host unix socket the sandbox tries to point hutchd at.
+		sock := filepath.Join(os.TempDir(), "hutch-e2e-evil.sock")
+		os.Remove(sock)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		var evil atomic.Int64
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				evil.Add(1)
+				c.Close()
+			}
+		}()
+		evilSB := sandbox(t, "e2e-iso-evil", &client.SandboxOptions{InstanceType: "lite"})
+		// Replace the agent's socket with a symlink to the host socket. The command's own reply
+		// still arrives on the connection already open.
+		evilSB.Exec(ctxT(t, time.Minute), "ln -sf "+sock+" /run/hutch/agent.sock.new && mv -f /run/hutch/agent.sock.new /run/hutch/agent.sock", nil)
+		for range 3 {
+			c, _ := client.New(d.url(), d.token) // fresh connections
+			c.SandboxHandle("e2e-iso-evil").Exec(ctxT(t, 10*time.Second), "true", nil)
+		}
+		if n := evil.Load(); n != 0 {
+			t.Fatalf("hutchd followed the sandbox's symlink to a host socket %d times", n)
+		}
+	})
+}
+
+func gatewayOf(t *testing.T, addr string) string {
+	t.Helper()
+	ip := net.ParseIP(addr).To4()
+	if ip == nil {
+		t.Fatalf("sandbox address %q is not IPv4", addr)
+	}
+	ip[3]--
+	return ip.String()
+}
+
+func mustPort(t *testing.T, hostport string) int {
+	_, p, err := net.SplitHostPort(hostport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustAtoi(p)
+}
+
+func mustAtoi(s string) int {
+	var n int
+	fmt.Sscan(s, &n)
+	return n
+}
+
+func waitListening(t *testing.T, sb *client.Sandbox, port int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.HasPrefix(probe(t, sb, "127.0.0.1", port), "OPEN") {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %d in %s", port, sb.ID())
+}

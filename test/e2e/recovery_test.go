@@ -1,0 +1,222 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// leftovers is everything of the test daemon's sandboxes the host holds.
+type leftovers struct {
+	containers []string // runc containers (any state)
+	netns      []string // /var/run/netns/<nsPrefix>*
+	links      []string // host links <ifPrefix>*
+	mounts     []string // mounts under <state>/sandboxes
+	cgroups    []string // cgroup dirs of the sandboxes
+	inits      []string // PIDs of sandbox PID 1s (hutch-init) in e2e-* cgroups
+}
+
+func (l leftovers) String() string {
+	return fmt.Sprintf("containers=%v netns=%v links=%v mounts=%v cgroups=%v inits=%v",
+		l.containers, l.netns, l.links, l.mounts, l.cgroups, l.inits)
+}
+
+func runcContainers(t *testing.T) map[string]string {
+	t.Helper()
+	out, err := exec.Command("runc", "--root", filepath.Join(d.state, "runc"), "list", "--format", "json").Output()
+	if err != nil {
+		t.Fatalf("runc list: %v", err)
+	}
+	var list []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if s := strings.TrimSpace(string(out)); s != "" && s != "null" {
+		if err := json.Unmarshal(out, &list); err != nil {
+			t.Fatalf("runc list: %v: %s", err, out)
+		}
+	}
+	m := map[string]string{}
+	for _, c := range list {
+		m[c.ID] = c.Status
+	}
+	return m
+}
+
+func countRuncContainers(t *testing.T, id string) int {
+	if _, ok := runcContainers(t)[id]; ok {
+		return 1
+	}
+	return 0
+}
+
+func scanLeftovers(t *testing.T) leftovers {
+	t.Helper()
+	var l leftovers
+	for id := range runcContainers(t) {
+		l.containers = append(l.containers, id)
+	}
+	if ents, err := os.ReadDir("/var/run/netns"); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), nsPrefix) {
+				l.netns = append(l.netns, strings.TrimPrefix(e.Name(), nsPrefix))
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ifPrefix) {
+				l.links = append(l.links, e.Name())
+			}
+		}
+	}
+	l.mounts = mountsUnder(filepath.Join(d.state, "sandboxes"))
+	for _, ctl := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+		ents, err := os.ReadDir(filepath.Join(ctl, cgroupDir))
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			if e.IsDir() && strings.HasPrefix(e.Name(), "e2e-") {
+				l.cgroups = append(l.cgroups, filepath.Join(ctl, cgroupDir, e.Name()))
+			}
+		}
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		// A sandbox's PID 1 is "/.hutch/hutch-init --socket …" (its server child has "serve").
+		if args[0] != "/.hutch/hutch-init" || len(args) > 1 && args[1] == "serve" {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
+		if err == nil && strings.Contains(string(cg), "/"+cgroupDir+"/e2e-") {
+			l.inits = append(l.inits, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	for _, s := range [][]string{l.containers, l.netns, l.links, l.mounts, l.cgroups, l.inits} {
+		sort.Strings(s)
+	}
+	return l
+}
+
+// TestRecoveryAfterKill9 kills hutchd with SIGKILL while sandboxes are being created, restarts
+// it, and checks that every sandbox is either running (re-adopted or finished) or stopped, with
+// no stray container, mount, network namespace, veth, cgroup or process; then that all of them
+// work again and that destroying them leaves nothing behind.
+func TestRecoveryAfterKill9(t *testing.T) {
+	requireEnv(t)
+	ids := []string{"e2e-rec-0", "e2e-rec-1", "e2e-rec-2", "e2e-rec-3"}
+	// One running sandbox with a process that must survive the restart (re-adoption).
+	survivor, err := d.client().Sandbox(ctxT(t, 5*time.Minute), "e2e-rec-keep", &client.SandboxOptions{InstanceType: "lite"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := survivor.Exec(ctxT(t, time.Minute), "nohup sleep 1000 >/dev/null 2>&1 &", nil); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kill hutchd as soon as the first new sandbox has its network namespace: that create is
+	// then half done (record, mount and network made; container and agent in progress).
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Errors are expected: the daemon dies under these calls.
+			d.client().Sandbox(ctxT(t, time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
+		}()
+	}
+	deadline := time.Now().Add(time.Minute)
+	for !anyNetns(ids) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	d.kill9()
+	wg.Wait()
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, id := range append(ids, "e2e-rec-keep") {
+			d.client().SandboxHandle(id).Destroy(ctxT(t, time.Minute))
+		}
+	})
+
+	list, err := d.client().ListSandboxes(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := map[string]bool{}
+	for _, sb := range list {
+		switch sb.Status {
+		case "running":
+			running[sb.ID] = true
+		case "stopped":
+		default:
+			t.Errorf("sandbox %s has status %q after recovery; want running or stopped", sb.ID, sb.Status)
+		}
+	}
+	t.Logf("running after recovery: %v (the others were interrupted)", running)
+	if !running["e2e-rec-keep"] {
+		t.Fatalf("the running sandbox was not re-adopted: %+v", list)
+	}
+	if ps := processes(t, survivor); !strings.Contains(ps, "sleep 1000") {
+		t.Fatalf("the survivor's process did not survive the restart:\n%s", ps)
+	}
+	l := scanLeftovers(t)
+	t.Logf("after restart: running=%v %s", running, l)
+	if len(l.containers) != len(running) || len(l.netns) != len(running) || len(l.links) != len(running) || len(l.inits) != len(running) {
+		t.Fatalf("leftovers do not match the %d running sandboxes: %s", len(running), l)
+	}
+	for _, id := range l.containers {
+		if !running[id] {
+			t.Fatalf("container %s runs but its sandbox is not running", id)
+		}
+	}
+	// Every sandbox works again (stopped ones start on demand).
+	for _, id := range append(ids, "e2e-rec-keep") {
+		sb, err := d.client().Sandbox(ctxT(t, 5*time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
+		if err != nil {
+			t.Fatalf("Sandbox(%s) after recovery: %v\n%s", id, err, d.logTail())
+		}
+		if got := mustExec(t, sb, "hostname"); got != id+"\n" {
+			t.Fatalf("hostname in %s = %q", id, got)
+		}
+	}
+	// Destroying everything leaves nothing.
+	for _, id := range append(ids, "e2e-rec-keep") {
+		if err := d.client().SandboxHandle(id).Destroy(ctxT(t, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l = scanLeftovers(t)
+	others := 0 // sandboxes of tests running in parallel are not ours to count
+	if lst, err := d.client().ListSandboxes(ctxT(t, time.Minute)); err == nil {
+		others = len(lst)
+	}
+	if others == 0 && (len(l.containers)+len(l.netns)+len(l.links)+len(l.mounts)+len(l.inits) > 0) {
+		t.Fatalf("leftovers after destroying everything: %s", l)
+	}
+}
+
+func anyNetns(ids []string) bool {
+	for _, id := range ids {
+		if _, err := os.Stat("/var/run/netns/" + nsPrefix + id); err == nil {
+			return true
+		}
+	}
+	return false
+}
