@@ -1,0 +1,61 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestLoadPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hutchd.json")
+	if err := os.WriteFile(file, []byte(`{"listen":"127.0.0.1:1","stopGrace":"9s","upstreams":{"a.internal":"127.0.0.1:80"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]string{"--config", file, "--listen", "127.0.0.1:3"}, env(map[string]string{
+		"HUTCH_LISTEN":    "127.0.0.1:2",
+		"HUTCH_STATE_DIR": "/srv/hutch",
+		"HUTCH_UPSTREAMS": "git.internal=127.0.0.1:8418",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:3" {
+		t.Errorf("Listen = %q; the flag must win", cfg.Listen)
+	}
+	if cfg.StateDir != "/srv/hutch" || cfg.ImagesDir != "/srv/hutch/images" {
+		t.Errorf("StateDir %q ImagesDir %q", cfg.StateDir, cfg.ImagesDir)
+	}
+	if time.Duration(cfg.StopGrace) != 9*time.Second {
+		t.Errorf("StopGrace = %v", time.Duration(cfg.StopGrace))
+	}
+	if cfg.Upstreams["a.internal"] != "127.0.0.1:80" || cfg.Upstreams["git.internal"] != "127.0.0.1:8418" {
+		t.Errorf("Upstreams = %v", cfg.Upstreams)
+	}
+}
+
+func TestLoadRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"--state-dir", "relative"},
+		{"--listen", "nonsense"},
+		{"--subnet", "10.0.0.0/30"},
+		{"--upstream", "git.internal=not-an-addr"},
+		{"--upstream", "missing-equals"},
+		{"--dns-port", "70000"},
+		{"--log-level", "loud"},
+		{"--no-such-flag"},
+	} {
+		if _, err := Load(args, env(nil)); !errdefsInvalid(err) {
+			t.Errorf("Load(%v) = %v; want an invalid-argument error", args, err)
+		}
+	}
+}
+
+func errdefsInvalid(err error) bool {
+	return err != nil && errdefs.CodeOf(err) == errdefs.CodeInvalidArgument
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The first README command: set up the host, build Hutch, build the default image if missing,
+# start hutchd (left running), and run the example of the reference system's flow: sandbox
+# "agent-session-47" clones a Node project from a git server on this host, runs npm install
+# against the npm registry through the egress proxy, and runs npm test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/host-setup.sh
+
+STATE_DIR=${HUTCH_STATE_DIR:-/var/lib/hutch}
+LISTEN=${HUTCH_LISTEN:-127.0.0.1:7411}
+GIT_ADDR=127.0.0.1:8418
+
+echo "==> building into ./bin"
+make -s build
+
+export HUTCH_STATE_DIR=$STATE_DIR
+if curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1; then
+  echo "==> hutchd already answers on $LISTEN; using it"
+else
+  mkdir -p "$STATE_DIR"
+  echo "==> starting hutchd on $LISTEN (log: $STATE_DIR/hutchd.log)"
+  nohup ./bin/hutchd --state-dir "$STATE_DIR" --listen "$LISTEN" \
+    --upstream "git.internal=$GIT_ADDR" >>"$STATE_DIR/hutchd.log" 2>&1 &
+  for _ in $(seq 1 100); do
+    curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://$LISTEN/v1/health" >/dev/null || { tail -20 "$STATE_DIR/hutchd.log"; exit 1; }
+fi
+
+echo "==> default image (built once with debootstrap, then reused)"
+./bin/hutch image build
+
+echo "==> running examples/agent-session"
+./bin/agent-session --git-listen "$GIT_ADDR" --git-host git.internal
+echo "==> hutchd keeps running (pid $(pgrep -f 'bin/hutchd' | head -1)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo"

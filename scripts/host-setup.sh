@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs what hutchd and its tests need on a Debian host (run as root). Idempotent.
+set -euo pipefail
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "host-setup: run as root (hutchd drives runc, mounts and network namespaces)" >&2
+  exit 1
+fi
+
+need=()
+for pair in runc:runc debootstrap:debootstrap nft:nftables ip:iproute2 git:git curl:curl unshare:util-linux ps:procps make:make; do
+  bin=${pair%%:*}; pkg=${pair#*:}
+  command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
+done
+[ -e /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
+[ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "host-setup: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null 2>&1; then
+  cat >&2 <<'MSG'
+host-setup: Go is missing. Install Go 1.21 or newer (the go command then fetches the exact
+toolchain go.mod names from the Go module proxy by itself), e.g. from your distribution's
+backports or the official tarball, and run this again.
+MSG
+  exit 1
+fi
+echo "host-setup: ok ($(runc --version | head -1), $(go version | cut -d' ' -f3))"
