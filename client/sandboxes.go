@@ -25,6 +25,8 @@ type SandboxInfo struct {
 	Status SandboxStatus `json:"status"`
 	// Image is the name of the base image, e.g. "default".
 	Image string `json:"image"`
+	// ImageID is the content-addressed ID of the image the sandbox runs on.
+	ImageID string `json:"imageId,omitempty"`
 	// InstanceType is one of lite, basic, standard-1 … standard-4.
 	InstanceType string            `json:"instanceType"`
 	EnvVars      map[string]string `json:"envVars,omitempty"`
