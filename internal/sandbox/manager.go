@@ -399,3 +399,31 @@ func validateEnv(env map[string]string) error {
 	}
 	return nil
 }
+
+// Recheck is called when the agent of a sandbox believed running cannot be reached. If the
+// container is no longer running (its agent crashed, or sandbox code killed it), the sandbox is
+// torn down and recorded as stopped, so the next Ensure starts it again; it reports whether that
+// happened. A sandbox whose container still runs is left alone.
+func (m *Manager) Recheck(ctx context.Context, id string) bool {
+	unlock := m.lock(id)
+	defer unlock()
+	m.mu.RLock()
+	inst := m.instances[id]
+	m.mu.RUnlock()
+	if inst == nil {
+		return true // already stopped by someone else: the next Ensure starts it
+	}
+	if st, err := m.rt.State(ctx, id); err == nil && st.Status == runtime.StatusRunning && st.Pid == inst.pid {
+		return false
+	}
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return false
+	}
+	m.log.WarnContext(ctx, "sandbox container is gone; marking stopped", "sandbox_id", id)
+	if err := m.teardown(ctx, rec); err != nil {
+		m.log.ErrorContext(ctx, "teardown after container loss", "sandbox_id", id, "err", err)
+		return false
+	}
+	return m.store.SetStatus(ctx, id, store.StatusStopped, "container exited unexpectedly") == nil
+}

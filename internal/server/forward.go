@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 
@@ -69,34 +70,18 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 				body, length = bytes.NewReader(b), int64(len(b))
 			}
 		}
-		tr, err := s.mgr.Ensure(r.Context(), r.PathValue("id"))
+		id := r.PathValue("id")
+		resp, err := s.roundTrip(r, rt, id, body, length)
 		if err != nil {
-			writeError(w, r, err, rt.operation)
-			return
-		}
-		u := "http://agent/api/" + rt.rest
-		if r.URL.RawQuery != "" {
-			u += "?" + r.URL.RawQuery
-		}
-		out, err := http.NewRequestWithContext(r.Context(), rt.method, u, body)
-		if err != nil {
-			writeError(w, r, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request"), rt.operation)
-			return
-		}
-		out.ContentLength = length
-		if rt.raw {
-			if ct := r.Header.Get("Content-Type"); ct != "" {
-				out.Header.Set("Content-Type", ct)
+			var ee *errdefs.Error
+			if errors.As(err, &ee) {
+				writeError(w, r, err, rt.operation)
+				return
 			}
-		} else {
-			out.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := tr.RoundTrip(out)
-		if err != nil {
 			if r.Context().Err() != nil {
 				return // the caller left; nothing to answer
 			}
-			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", r.PathValue("id")), rt.operation)
+			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), rt.operation)
 			return
 		}
 		defer resp.Body.Close()
@@ -113,6 +98,49 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 			// stream instead of a clean end (acceptance E6).
 			panic(http.ErrAbortHandler)
 		}
+	}
+}
+
+// roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed. If
+// the agent cannot even be dialled (the container died: its agent crashed or sandbox code
+// killed it), the sandbox is rechecked and, when it is gone, started again and the request
+// sent once more; nothing was delivered the first time, so this cannot run a command twice.
+func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader, length int64) (*http.Response, error) {
+	for attempt := 0; ; attempt++ {
+		tr, err := s.mgr.Ensure(r.Context(), id)
+		if err != nil {
+			return nil, err
+		}
+		if attempt > 0 {
+			if br, ok := body.(*bytes.Reader); ok {
+				br.Seek(0, io.SeekStart)
+			}
+		}
+		u := "http://agent/api/" + rt.rest
+		if r.URL.RawQuery != "" {
+			u += "?" + r.URL.RawQuery
+		}
+		out, err := http.NewRequestWithContext(r.Context(), rt.method, u, body)
+		if err != nil {
+			return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request")
+		}
+		out.ContentLength = length
+		if rt.raw {
+			if ct := r.Header.Get("Content-Type"); ct != "" {
+				out.Header.Set("Content-Type", ct)
+			}
+		} else {
+			out.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := tr.RoundTrip(out)
+		var op *net.OpError
+		if err == nil || attempt > 0 || rt.raw || !errors.As(err, &op) || op.Op != "dial" {
+			return resp, err
+		}
+		if !s.mgr.Recheck(r.Context(), id) {
+			return nil, err
+		}
+		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
 }
 

@@ -181,3 +181,25 @@ func hexSum(b []byte) string {
 	}
 	return string(out)
 }
+
+// TestAgentCrashRecovers: sandbox code kills its own agent (the container stops); the next
+// operation finds the container gone, restarts the sandbox and succeeds, with the disk intact.
+func TestAgentCrashRecovers(t *testing.T) {
+	requireEnv(t)
+	sb := sandbox(t, "e2e-crash", &client.SandboxOptions{InstanceType: "lite"})
+	ctx := ctxT(t, 2*time.Minute)
+	if err := sb.WriteFile(ctx, "/workspace/before.txt", []byte("still here")); err != nil {
+		t.Fatal(err)
+	}
+	// Kill the agent's server process; this call itself loses its connection.
+	sb.Exec(ctx, "kill -9 $(pgrep -f 'hutch-init serve')", nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for n := countRuncContainers(t, "e2e-crash"); n != 0 && runcContainers(t)["e2e-crash"] == "running" && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		n = countRuncContainers(t, "e2e-crash")
+	}
+	got := mustExec(t, sb, "cat /workspace/before.txt")
+	if got != "still here" {
+		t.Fatalf("after the agent crash = %q", got)
+	}
+}
