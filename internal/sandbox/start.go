@@ -82,9 +82,17 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if err != nil {
 		return fmt.Errorf("network: %w", err)
 	}
-	if err := m.egress.AddSandbox(id, n); err != nil {
-		return fmt.Errorf("egress: %w", err)
-	}
+	// Registering with egress (an nft transaction) runs alongside the container start. Until it
+	// is done the firewall drops the sandbox's packets (unknown source), so this fails closed;
+	// it is joined before the sandbox is reported ready.
+	egressDone := make(chan error, 1)
+	go func() { egressDone <- m.egress.AddSandbox(id, n) }()
+	egressJoined := false
+	defer func() {
+		if !egressJoined {
+			<-egressDone
+		}
+	}()
 	etc, err := m.writeEtc(dir, id, n, img.RootFS)
 	if err != nil {
 		return err
@@ -109,6 +117,11 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
 	}
 	inst := &instance{pid: st.Pid, net: n, transport: agentTransport(st.Pid)}
+	egressJoined = true
+	if err := <-egressDone; err != nil {
+		inst.transport.CloseIdleConnections()
+		return fmt.Errorf("egress: %w", err)
+	}
 	if err := waitAgent(ctx, inst.transport, m.cfg.AgentTimeout); err != nil {
 		inst.transport.CloseIdleConnections()
 		logTail := tailFile(spec.LogPath, 2048)

@@ -16,7 +16,10 @@ const MarkerEnv = "HUTCH_EXEC_ID"
 // It evals the user's command in this shell, and in an EXIT trap writes the resulting logical
 // cwd and exported variables to STATEFILE as NUL-terminated records: the cwd (with pwd's
 // newline), then KEY=VALUE records, then a final "." record that proves the file is complete.
-// Only bash builtins are used, so a command that breaks PATH still saves its state.
+// Only bash builtins are used, so a command that breaks PATH still saves its state, and nothing
+// forks: the exported variables are found by expanding every variable name (${!A*} … ${!_*})
+// and keeping those with the export attribute (${name@a} contains x; bash ≥ 4.4), which saves
+// the subshell that $(compgen -e) would cost on every command.
 const wrapperScript = `__hutch_state=$1
 __hutch_cmd=$2
 shift 2
@@ -25,8 +28,8 @@ __hutch_save() {
   {
     builtin pwd
     builtin printf '\0'
-    for __hutch_n in $(builtin compgen -e); do
-      [[ -n ${!__hutch_n+x} ]] && builtin printf '%s=%s\0' "$__hutch_n" "${!__hutch_n}"
+    for __hutch_n in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
+      [[ ${!__hutch_n@a} == *x* && -n ${!__hutch_n+x} ]] && builtin printf '%s=%s\0' "$__hutch_n" "${!__hutch_n}"
     done
     builtin printf '.\0'
   } >"$__hutch_state" 2>/dev/null

@@ -1,0 +1,252 @@
+// Command bench measures Hutch's two latency goals against raw runc on this host, in one run:
+//
+//  1. Cold create → first exec: client.Sandbox (a new ID) followed by Exec("true") through the
+//     API, against a foreground `runc run /bin/true` of the same image (overlay-mounted with
+//     fresh upper/work directories, the same runc spec generation and the same cgroup limits).
+//     Goal: median ≤ 2× raw runc.
+//  2. Exec round trip: Exec("true") through the API in a running sandbox, against
+//     `runc exec <id> true` in a running container of the same image. Goal: median ≤ 3 ms.
+//
+// Baseline and hutch iterations alternate so machine noise hits both alike. It prints the
+// environment, a table of median / p90 / min / max per measurement, the ratios and whether each
+// goal is met, and a breakdown of hutchd's create path taken from its debug log.
+//
+// It builds hutchd and hutch-init, starts its own hutchd (private state dir, its own interface,
+// netns and nftables names, subnet and ports) on the shared image directory ($HUTCH_IMAGES_DIR
+// or /var/lib/hutch/images; the default image is built there if missing, which takes minutes),
+// and removes everything it created when it ends, also on error or Ctrl-C.
+//
+// Usage, as root, from the repository root:
+//
+//	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	goruntime "runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/image"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// Goals from the issue.
+const (
+	goalCreateRatio = 2.0
+	goalExecMedian  = 3 * time.Millisecond
+)
+
+type config struct {
+	n            int    // cold create iterations
+	m            int    // exec iterations
+	instanceType string // sandbox size, also the baselines' cgroup limits
+	imagesDir    string
+	keepWork     bool
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.n, "n", 20, "iterations of cold create → first exec (and of raw runc run)")
+	flag.IntVar(&cfg.m, "m", 200, "iterations of exec of `true` (API and runc exec)")
+	flag.StringVar(&cfg.instanceType, "type", sandbox.DefaultInstanceType, "instance type of the sandboxes; the baselines get the same cgroup limits")
+	flag.StringVar(&cfg.imagesDir, "images-dir", imagesDirDefault(), "image directory shared with hutchd (env HUTCH_IMAGES_DIR)")
+	flag.BoolVar(&cfg.keepWork, "keep", false, "keep the work directory (hutchd log) after the run")
+	flag.Parse()
+	if cfg.n < 1 || cfg.m < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -n and -m must be at least 1")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, cfg, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func imagesDirDefault() string {
+	if v := os.Getenv("HUTCH_IMAGES_DIR"); v != "" {
+		return v
+	}
+	return "/var/lib/hutch/images"
+}
+
+func progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) (err error) {
+	if os.Geteuid() != 0 {
+		return errors.New("needs root (runc, mounts, network namespaces)")
+	}
+	for _, tool := range []string{"runc", "nft", "bash", "go"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed: %w", tool, err)
+		}
+	}
+	it, err := sandbox.LookupInstanceType(cfg.instanceType)
+	if err != nil {
+		return err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "hutch-bench-")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Never remove a directory with something still mounted below it.
+		if m := mountsUnder(work); len(m) > 0 {
+			err = errors.Join(err, fmt.Errorf("left %s in place: still mounted: %v", work, m))
+			return
+		}
+		if cfg.keepWork {
+			progress("work directory kept: %s", work)
+			return
+		}
+		if rerr := os.RemoveAll(work); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+
+	progress("building hutchd and hutch-init")
+	bins := work + "/bin"
+	if err := buildBinaries(root, bins); err != nil {
+		return err
+	}
+	progress("starting hutchd")
+	d, err := startDaemon(ctx, bins, work, cfg.imagesDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		progress("cleaning up")
+		if derr := d.destroyAll(); derr != nil {
+			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
+		}
+		d.stop()
+		switch {
+		case cfg.keepWork:
+			progress("hutchd log: %s", d.logPath)
+		case err != nil && ctx.Err() == nil:
+			progress("hutchd log (tail):\n%s", d.logTail())
+		}
+	}()
+	c, err := d.client()
+	if err != nil {
+		return err
+	}
+	progress("ensuring the default image (builds it if missing; minutes)")
+	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
+		return err
+	}
+	img, err := image.NewStore(cfg.imagesDir, nil).Resolve(image.DefaultName)
+	if err != nil {
+		return err
+	}
+	raw, err := newRawRunc(work, img.RootFS, it.Resources())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if rerr := raw.cleanupAll(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("raw runc cleanup: %w", rerr))
+		}
+	}()
+
+	printEnv(out, cfg, it, img)
+	b := &bench{cfg: cfg, c: c, raw: raw, d: d, tag: randomTag(),
+		opts: &client.SandboxOptions{InstanceType: it.Name}}
+	if err := b.coldCreate(ctx); err != nil {
+		return interrupted(ctx, fmt.Errorf("cold create: %w", err))
+	}
+	if err := b.execRoundTrip(ctx); err != nil {
+		return interrupted(ctx, fmt.Errorf("exec: %w", err))
+	}
+	b.report(out)
+	return nil
+}
+
+// interrupted replaces err by a plain message when the run was interrupted (Ctrl-C, SIGTERM).
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	return err
+}
+
+func randomTag() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// printEnv prints what the figures depend on.
+func printEnv(out io.Writer, cfg config, it sandbox.InstanceType, img image.Image) {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	runcVersion := "?"
+	if b, err := exec.Command("runc", "--version").Output(); err == nil {
+		runcVersion = strings.SplitN(strings.TrimSpace(string(b)), "\n", 2)[0]
+	}
+	cgroup := "v1 (hybrid)"
+	var st unix.Statfs_t
+	if unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		cgroup = "v2"
+	}
+	fmt.Fprintf(out, "Hutch benchmark, %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(out, "  kernel:        %s %s\n", unix.ByteSliceToString(u.Sysname[:]), unix.ByteSliceToString(u.Release[:]))
+	fmt.Fprintf(out, "  cpu:           %d cores, %s\n", goruntime.NumCPU(), cpuModel())
+	fmt.Fprintf(out, "  cgroup:        %s\n", cgroup)
+	fmt.Fprintf(out, "  runc:          %s\n", runcVersion)
+	fmt.Fprintf(out, "  go:            %s\n", goruntime.Version())
+	fmt.Fprintf(out, "  image:         %s (%s, %d packages)\n", img.ID, img.Suite, len(img.Packages))
+	fmt.Fprintf(out, "  instance type: %s (cpu %dm, memory %d MiB, pids %d), baselines use the same limits\n",
+		it.Name, it.MilliCPU, it.MemoryBytes>>20, it.Pids)
+	fmt.Fprintf(out, "  iterations:    -n %d (cold create), -m %d (exec)\n", cfg.n, cfg.m)
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
+}
+
+// mountsUnder lists mount points below dir, from /proc/self/mountinfo.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
