@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -22,6 +24,7 @@ import (
 // and the API (list, build).
 type images struct {
 	store *image.Store
+	log   *slog.Logger
 	// buildMu makes concurrent first-need builds in this process share one build; the image
 	// store's file lock does the same across processes.
 	buildMu sync.Mutex
@@ -42,8 +45,13 @@ func (i *images) ensureDefault(ctx context.Context, progress io.Writer) (image.I
 	i.buildMu.Lock()
 	defer i.buildMu.Unlock()
 	if progress == nil {
-		progress = io.Discard
+		// A build on first need (a create that found no image) shows its progress in hutchd's
+		// log, line by line.
+		lw := &logLines{log: i.log}
+		defer lw.flush()
+		progress = lw
 	}
+	i.log.InfoContext(ctx, "ensuring the default image (built once with debootstrap; minutes the first time)", "id", i.store.Default().ID())
 	return i.store.Ensure(ctx, i.store.Default(), progress)
 }
 
@@ -72,6 +80,30 @@ func (i *images) Build(ctx context.Context, name string, progress io.Writer) (se
 
 func imageInfo(img image.Image) server.ImageInfo {
 	return server.ImageInfo{ID: img.ID, Name: img.Name, Packages: img.Packages, CreatedAt: img.CreatedAt, SizeBytes: img.SizeBytes}
+}
+
+// logLines writes each complete line to the log at info level.
+type logLines struct {
+	log *slog.Logger
+	buf []byte
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		l.log.Info("image build", "line", string(l.buf[:i]))
+		l.buf = l.buf[i+1:]
+	}
+}
+
+func (l *logLines) flush() {
+	if len(l.buf) > 0 {
+		l.log.Info("image build", "line", string(l.buf))
+	}
 }
 
 // networks adapts netns.Manager to the sandbox manager.

@@ -81,7 +81,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer eg.Close()
 
-	imgs := &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image"))}
+	imgs := &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image")), log: log.With("component", "image")}
 	mgr, err := sandbox.New(sandbox.Config{
 		StateDir:     cfg.StateDir,
 		AgentBinary:  cfg.AgentBinary,

@@ -178,8 +178,14 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	l := scanLeftovers(t)
 	t.Logf("after restart: running=%v %s", running, l)
-	if len(l.containers) != len(running) || len(l.netns) != len(running) || len(l.links) != len(running) || len(l.inits) != len(running) {
+	if len(l.containers) != len(running) || len(l.netns) != len(running) || len(l.links) != len(running) ||
+		len(l.inits) != len(running) || len(l.mounts) != len(running) {
 		t.Fatalf("leftovers do not match the %d running sandboxes: %s", len(running), l)
+	}
+	for _, cg := range l.cgroups {
+		if !running[filepath.Base(cg)] {
+			t.Fatalf("cgroup %s belongs to no running sandbox: %s", cg, l)
+		}
 	}
 	for _, id := range l.containers {
 		if !running[id] {
@@ -207,7 +213,7 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	if lst, err := d.client().ListSandboxes(ctxT(t, time.Minute)); err == nil {
 		others = len(lst)
 	}
-	if others == 0 && (len(l.containers)+len(l.netns)+len(l.links)+len(l.mounts)+len(l.inits) > 0) {
+	if others == 0 && (len(l.containers)+len(l.netns)+len(l.links)+len(l.mounts)+len(l.inits)+len(l.cgroups) > 0) {
 		t.Fatalf("leftovers after destroying everything: %s", l)
 	}
 }
