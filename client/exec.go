@@ -78,6 +78,9 @@ type ExecResult struct {
 	SessionID string
 	// Command is the command line as run.
 	Command string
+	// Truncated reports that Stdout or Stderr passed the 64 MiB cap of the buffered form and
+	// was cut there (the command still ran to its end). Use ExecStream for large output.
+	Truncated bool
 }
 
 // execRequest is the body of execute and execute/stream.
@@ -120,6 +123,7 @@ type execReply struct {
 	Command   string `json:"command"`
 	Duration  int64  `json:"duration"`
 	SessionID string `json:"sessionId"`
+	Truncated bool   `json:"truncated"`
 }
 
 // Exec runs command (a bash command line, run with bash -c in the session's cwd and exported
@@ -141,6 +145,7 @@ func (s *scope) Exec(ctx context.Context, command string, opts *ExecOptions) (*E
 		Duration:  time.Duration(reply.Duration) * time.Millisecond,
 		SessionID: reply.SessionID,
 		Command:   reply.Command,
+		Truncated: reply.Truncated,
 	}
 	if reply.Encoding == "base64" {
 		var err error

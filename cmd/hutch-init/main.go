@@ -3,7 +3,8 @@
 // child serves the agent protocol (api/agent.md) on a unix socket. Run outside PID 1 it serves
 // directly.
 //
-// Usage: hutch-init [serve] [--socket PATH] [--workdir DIR] [--state-dir DIR] [--log-level LEVEL]
+// Usage: hutch-init [serve] [--socket PATH | --listen-fd N] [--workdir DIR] [--state-dir DIR]
+// [--log-level LEVEL]
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"syscall"
@@ -24,6 +26,7 @@ var version = "dev"
 
 type config struct {
 	socket   string
+	listenFD int
 	workdir  string
 	stateDir string
 	logLevel slog.Level
@@ -33,6 +36,7 @@ func parse(args []string) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("hutch-init", flag.ContinueOnError)
 	fs.StringVar(&c.socket, "socket", "/run/hutch/agent.sock", "unix socket to serve on")
+	fs.IntVar(&c.listenFD, "listen-fd", 0, "serve on this inherited listening socket (e.g. 3) instead of --socket")
 	fs.StringVar(&c.workdir, "workdir", "/workspace", "default cwd of sessions (created if missing)")
 	fs.StringVar(&c.stateDir, "state-dir", "/run/hutch-agent", "private directory for per-command state files")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
@@ -62,7 +66,12 @@ func main() {
 		if err != nil {
 			self = "/proc/self/exe"
 		}
-		code, err := reaper.Supervise(append([]string{self, "serve"}, args...), os.Environ(), log.With("role", "pid1"))
+		// An inherited listening socket moves to the server child at the same fd number.
+		var extra []uintptr
+		for fd := 3; fd <= cfg.listenFD; fd++ {
+			extra = append(extra, uintptr(fd))
+		}
+		code, err := reaper.Supervise(append([]string{self, "serve"}, args...), os.Environ(), extra, log.With("role", "pid1"))
 		if err != nil {
 			log.Error("supervise", "err", err)
 		}
@@ -92,10 +101,19 @@ func run(cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ln, err := agent.Listen(cfg.socket)
-	if err != nil {
+	var ln net.Listener
+	if cfg.listenFD > 0 {
+		// hutchd made the socket on the host, in a directory this sandbox cannot see, and
+		// handed over the listening end.
+		f := os.NewFile(uintptr(cfg.listenFD), "agent-listener")
+		ln, err = net.FileListener(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("listen fd %d: %w", cfg.listenFD, err)
+		}
+	} else if ln, err = agent.Listen(cfg.socket); err != nil {
 		return err
 	}
-	log.Info("agent serving", "socket", cfg.socket, "workdir", cfg.workdir, "version", version)
+	log.Info("agent serving", "addr", ln.Addr().String(), "workdir", cfg.workdir, "version", version)
 	return srv.Serve(ctx, ln)
 }

@@ -64,6 +64,9 @@ func (a *app) runExec(ctx context.Context, name string, argv []string, f execFla
 	if err != nil {
 		return err
 	}
+	if f.timeout < 0 {
+		return &usageError{fmt.Errorf("--timeout %s: must not be negative", f.timeout)}
+	}
 	opts := &client.ExecOptions{SessionID: f.session, Cwd: f.cwd, Env: env, Timeout: f.timeout}
 	if f.stdin {
 		b, err := io.ReadAll(a.stdin)

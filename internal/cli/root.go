@@ -124,6 +124,14 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 124 when --timeout expired, 125 when hutch itself failed, 130 when interrupted.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		// An unknown subcommand is a usage error (exit 2), not a plain one.
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return &usageError{fmt.Errorf("unknown command %q", args[0])}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	root.SetIn(a.stdin)
 	root.SetOut(a.stdout)

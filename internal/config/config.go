@@ -50,6 +50,10 @@ type Config struct {
 	// is private or loopback: host name → "ip:port" (an internal git server, say). Sandboxes
 	// reach them by name on port 80 (HTTP) or 443 (TLS).
 	Upstreams map[string]string `json:"upstreams"`
+	// DenyRanges are CIDR ranges sandboxes may never reach, on top of the built-in floor
+	// (loopback, private, link-local, CGNAT, multicast, the host's addresses and the networks
+	// its interfaces are on). For ranges an operator routes internally.
+	DenyRanges []string `json:"denyRanges"`
 	// ExtraCACerts are PEM files added to every sandbox's CA bundle. Default: the host's
 	// locally added CAs, /usr/local/share/ca-certificates/*.crt (a corporate TLS proxy's CA must
 	// be trusted inside too, since egress leaves through the host's network).
@@ -119,7 +123,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	dnsPort := fs.Int("dns-port", 0, "egress DNS port (env HUTCH_DNS_PORT)")
 	httpPort := fs.Int("http-port", 0, "egress HTTP proxy port (env HUTCH_HTTP_PORT)")
 	tlsPort := fs.Int("tls-port", 0, "egress TLS proxy port (env HUTCH_TLS_PORT)")
-	var upstreams, cas listFlag
+	var upstreams, cas, deny listFlag
+	fs.Var(&deny, "deny-range", "CIDR range sandboxes may never reach, repeatable (env HUTCH_DENY_RANGES, comma-separated)")
 	fs.Var(&upstreams, "upstream", "operator-approved destination name=ip:port, repeatable (env HUTCH_UPSTREAMS, comma-separated)")
 	fs.Var(&cas, "extra-ca", "PEM file trusted inside sandboxes, repeatable (env HUTCH_EXTRA_CA, comma-separated)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
@@ -185,6 +190,12 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		}
 		c.Upstreams[strings.ToLower(name)] = addr
 	}
+	if v := getenv("HUTCH_DENY_RANGES"); v != "" {
+		deny = append(strings.Split(v, ","), deny...)
+	}
+	for _, d := range deny {
+		c.DenyRanges = append(c.DenyRanges, strings.TrimSpace(d))
+	}
 	if v := getenv("HUTCH_EXTRA_CA"); v != "" {
 		cas = append(strings.Split(v, ","), cas...)
 	}
@@ -227,6 +238,11 @@ func (c Config) Validate() error {
 			bad("upstream %q=%q: want name=ip:port", name, addr)
 		}
 	}
+	for _, r := range c.DenyRanges {
+		if _, err := netip.ParsePrefix(r); err != nil {
+			bad("deny range %q: %v", r, err)
+		}
+	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {
 		bad("log level %q: %v", c.LogLevel, err)
@@ -248,3 +264,14 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// DenyPrefixes returns DenyRanges parsed (Validate has checked them).
+func (c Config) DenyPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range c.DenyRanges {
+		if p, err := netip.ParsePrefix(r); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}

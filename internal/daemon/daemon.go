@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/config"
@@ -72,11 +73,15 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	eg, err := egress.New(egress.Config{
 		DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort,
 		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
+		DenyRanges: cfg.DenyPrefixes(),
 	}, log.With("component", "egress"))
 	if err != nil {
 		return err
 	}
 	if err := eg.Start(ctx); err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("egress: %w (is another hutchd running? a second instance needs its own --dns-port, --http-port, --tls-port, --nft-table, --if-prefix, --netns-prefix, --subnet and --state-dir)", err)
+		}
 		return fmt.Errorf("egress: %w", err)
 	}
 	defer eg.Close()
@@ -100,6 +105,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return fmt.Errorf("listen: %w (is another hutchd running? see %s)", err, filepath.Join(cfg.StateDir, InfoFile))
+		}
 		return fmt.Errorf("listen: %w", err)
 	}
 	url := "http://" + ln.Addr().String()
@@ -107,6 +115,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ln.Close()
 		return err
 	}
+	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
 	srv := &http.Server{
 		Handler:           server.New(log.With("component", "api"), tok, mgr, imgs, Version),
 		ReadHeaderTimeout: 30 * time.Second,

@@ -59,6 +59,9 @@ type Config struct {
 	// Resolver resolves sandbox destinations (DNS answers and proxy dials); nil is Go's default
 	// resolver, which reads /etc/hosts first.
 	Resolver *net.Resolver
+	// DenyRanges are added to the address floor (floor.Ranges, the host's own addresses and
+	// the networks they are on): ranges an operator routes internally.
+	DenyRanges []netip.Prefix
 	// Policy decides per sandbox and destination; nil is policy.AllowPublic (every public
 	// destination). It never opens the address floor.
 	Policy policy.Policy
@@ -140,7 +143,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: log, upstreams: ups, fw: fw, byID: map[string]*sandbox{}, byAddr: map[netip.Addr]*sandbox{}}
-	fl := floor.New()
+	fl := floor.New(cfg.DenyRanges...)
 	s.dns, err = dns.New(dns.Config{
 		Identify:   s.identify,
 		IsUpstream: func(h string) bool { _, ok := ups[h]; return ok },

@@ -23,6 +23,8 @@ import (
 	"net/netip"
 	"regexp"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/hutchdev/hutch/errdefs"
 )
 
@@ -144,3 +146,17 @@ func (m *Manager) checkID(id string) error {
 
 // errNotExist is returned internally when a namespace or link is absent.
 var errNotExist = errors.New("does not exist")
+
+// linkList lists the host's links. A dump the kernel interrupted (links changed while it was
+// read, common when many sandboxes start at once) is read again, up to ten times.
+func linkList() ([]netlink.Link, error) {
+	var err error
+	for range 10 {
+		var links []netlink.Link
+		links, err = netlink.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return links, err
+		}
+	}
+	return nil, fmt.Errorf("netns: list links: %w", err)
+}

@@ -67,7 +67,7 @@ func (m *Manager) Setup(ctx context.Context, id string, index int) (*Net, error)
 // checkOwnership fails with ErrConflict when hostIf is another sandbox's veth, or when id
 // already owns a veth under another name.
 func (m *Manager) checkOwnership(id, hostIf string) error {
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return fmt.Errorf("netns: list links: %w", err)
 	}

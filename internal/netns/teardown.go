@@ -20,7 +20,7 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 		return err
 	}
 	var errs []error
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		errs = append(errs, fmt.Errorf("netns: list links: %w", err))
 	}
@@ -65,7 +65,7 @@ func (m *Manager) List() ([]string, error) {
 
 // ListLinks returns the names of host links named "<IfPrefix><digits>", sorted.
 func (m *Manager) ListLinks() ([]string, error) {
-	links, err := netlink.LinkList()
+	links, err := linkList()
 	if err != nil {
 		return nil, fmt.Errorf("netns: list links: %w", err)
 	}

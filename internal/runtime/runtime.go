@@ -17,6 +17,7 @@ package runtime
 
 import (
 	"context"
+	"os"
 	"syscall"
 )
 
@@ -43,6 +44,9 @@ type Spec struct {
 	Resources Resources
 	// LogPath is a host file that receives PID 1's stdout and stderr.
 	LogPath string
+	// ExtraFiles are inherited by PID 1 as fds 3, 4, … (hutchd hands the agent its listening
+	// socket this way). The caller keeps ownership and closes them after Start.
+	ExtraFiles []*os.File
 }
 
 // Mount is a bind mount from the host into the container.

@@ -27,10 +27,9 @@ func ValidateID(id string) error {
 	case strings.HasPrefix(id, "-") || strings.HasSuffix(id, "-"):
 		return errdefs.New(errdefs.CodeInvalidSandboxID, "sandbox ID must not start or end with '-'").With("id", id)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
+	for i, c := range id {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return errdefs.Newf(errdefs.CodeInvalidSandboxID, "sandbox ID has the character %q at %d: only a-z, 0-9 and '-' are allowed", rune(c), i).With("id", id)
+			return errdefs.Newf(errdefs.CodeInvalidSandboxID, "sandbox ID has the character %q at byte %d: only a-z, 0-9 and '-' are allowed", c, i).With("id", strings.ToValidUTF8(id, "\uFFFD"))
 		}
 	}
 	if reservedIDs[id] {

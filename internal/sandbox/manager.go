@@ -18,6 +18,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"io"
 	"log/slog"
 	"net/http"
@@ -101,7 +102,8 @@ type Manager struct {
 	egress Egress
 	rootfs RootFS
 
-	agentPath string // content-addressed copy of AgentBinary under StateDir
+	agentPath string   // content-addressed copy of AgentBinary under StateDir
+	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here
 
 	locksMu sync.Mutex
 	locks   map[string]*idLock // guarded by locksMu
@@ -140,6 +142,18 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 		return nil, err
 	}
 	m.agentPath = p
+	dir := filepath.Join(cfg.StateDir, "agents")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agents dir: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agents dir: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("agents dir: %w", err)
+	}
+	m.agentsDir = os.NewFile(uintptr(fd), dir)
 	return m, nil
 }
 
@@ -356,6 +370,7 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	if err := m.teardown(ctx, rec); err != nil {
 		return err
 	}
+	_ = os.Remove(m.agentSock(id))
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("destroy %s: remove disk: %w", id, err)
 	}
@@ -374,6 +389,7 @@ func (m *Manager) Close() {
 	for _, inst := range m.instances {
 		inst.transport.CloseIdleConnections()
 	}
+	m.agentsDir.Close()
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }

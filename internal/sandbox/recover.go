@@ -93,7 +93,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		m.log.WarnContext(ctx, "adopt: network", "sandbox_id", rec.ID, "err", err)
 		return false
 	}
-	tr := agentTransport(st.Pid)
+	tr := m.agentTransport(rec.ID)
 	if err := waitAgent(ctx, tr, 3*time.Second); err != nil {
 		tr.CloseIdleConnections()
 		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)

@@ -24,8 +24,6 @@ import (
 // Paths inside every sandbox.
 const (
 	agentInContainer = "/.hutch/hutch-init"
-	runDirInSandbox  = "/run/hutch"
-	agentSocketName  = "agent.sock"
 	caBundlePath     = "/etc/ssl/certs/ca-certificates.crt"
 	workspace        = "/workspace"
 )
@@ -66,13 +64,17 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		return err
 	}
 	dir := m.sandboxDir(id)
-	for _, d := range []string{"upper", "work", "rootfs", "run", "etc"} {
+	for _, d := range []string{"upper", "work", "rootfs", "etc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return fmt.Errorf("sandbox dir: %w", err)
 		}
 	}
-	// The run dir holds the agent socket; stale sockets from an earlier life go.
-	_ = os.Remove(filepath.Join(dir, "run", agentSocketName))
+	// The agent's socket: made here, handed to hutch-init as fd 3, closed here after start.
+	listener, err := m.listenAgent(id)
+	if err != nil {
+		return err
+	}
+	defer listener.Close()
 
 	merged := filepath.Join(dir, "rootfs")
 	if err := m.rootfs.Mount(img.RootFS, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
@@ -101,7 +103,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		ID:        id,
 		RootFS:    merged,
 		Hostname:  id,
-		Args:      []string{agentInContainer, "--socket", runDirInSandbox + "/" + agentSocketName, "--workdir", workspace},
+		Args:      []string{agentInContainer, "--listen-fd", "3", "--workdir", workspace},
 		Env:       sandboxEnv(id, rec.EnvVars),
 		Cwd:       "/",
 		NetNSPath: n.NSPath,
@@ -109,14 +111,15 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		LogPath:   filepath.Join(dir, "agent.log"),
 		Mounts: append([]runtime.Mount{
 			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
-			{Source: filepath.Join(dir, "run"), Destination: runDirInSandbox},
 		}, etc...),
+		ExtraFiles: []*os.File{listener},
 	}
 	st, err := m.rt.Start(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
 	}
-	inst := &instance{pid: st.Pid, net: n, transport: agentTransport(st.Pid)}
+	listener.Close() // the agent holds the only copy now: it dies with the agent
+	inst := &instance{pid: st.Pid, net: n, transport: m.agentTransport(id)}
 	egressJoined = true
 	if err := <-egressDone; err != nil {
 		inst.transport.CloseIdleConnections()
@@ -241,20 +244,53 @@ func (m *Manager) writeEtc(dir, id string, n Net, imageRoot string) ([]runtime.M
 	}, nil
 }
 
-// agentTransport dials the agent's socket through /proc/<pid>/root, so the path resolves inside
-// the sandbox's mount namespace: a symlink planted there by sandbox code cannot point hutchd at
-// a socket on the host.
-func agentTransport(pid int) *http.Transport {
-	sock := fmt.Sprintf("/proc/%d/root%s/%s", pid, runDirInSandbox, agentSocketName)
+// The agent socket. hutchd creates it in <state>/agents (mode 0700, never mounted into any
+// sandbox), binds and listens, and hands the listening socket to hutch-init as fd 3; then it
+// closes its own copy. So:
+//   - sandbox code cannot replace the socket with a symlink or anything else: it cannot see the
+//     directory at all;
+//   - when the container dies, the socket dies with its only holder and a dial gets "connection
+//     refused": a request can never reach another sandbox that happens to reuse a PID (which a
+//     path through /proc/<pid>/root would allow).
+//
+// Paths go through /proc/self/fd/<dirfd>/ so the 108-byte limit of socket paths holds for any
+// state directory.
+
+// agentSock is the path hutchd uses to reach id's agent socket.
+func (m *Manager) agentSock(id string) string {
+	return fmt.Sprintf("/proc/self/fd/%d/%s.sock", m.agentsDir.Fd(), id)
+}
+
+// listenAgent makes a fresh listening socket for id's agent and returns it as a file.
+func (m *Manager) listenAgent(id string) (*os.File, error) {
+	path := m.agentSock(id)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	ln.SetUnlinkOnClose(false)
+	f, err := ln.File()
+	ln.Close()
+	if err != nil {
+		return nil, fmt.Errorf("agent socket: %w", err)
+	}
+	return f, nil
+}
+
+// agentTransport returns an HTTP transport to id's agent socket.
+func (m *Manager) agentTransport(id string) *http.Transport {
+	sock := m.agentSock(id)
 	d := net.Dialer{Timeout: 5 * time.Second}
 	return &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return d.DialContext(ctx, "unix", sock)
 		},
-		MaxIdleConnsPerHost:   64,
-		IdleConnTimeout:       90 * time.Second,
-		DisableCompression:    true,
-		ResponseHeaderTimeout: 0,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+		DisableCompression:  true,
 	}
 }
 

@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
-
-	"github.com/hutchdev/hutch/internal/runtime/runc"
 )
 
 // agentDirect talks to a sandbox's hutch-init over its unix socket, bypassing hutchd, to split
@@ -20,19 +18,14 @@ type agentDirect struct {
 	hc *http.Client
 }
 
-// newAgentDirect finds PID 1 of sandbox id through the runc state of the benchmark's hutchd and
-// dials /proc/<pid>/root/run/hutch/agent.sock, as hutchd itself does.
+// newAgentDirect dials the sandbox's agent socket, <state>/agents/<id>.sock, as hutchd itself
+// does (through a /proc/self/fd path, so long state dirs stay under the socket path limit).
 func newAgentDirect(ctx context.Context, stateDir, id string) (*agentDirect, error) {
-	rt, err := runc.New(runc.Config{Root: filepath.Join(stateDir, "runc"), BundleDir: filepath.Join(stateDir, "bundles")},
-		slog.New(slog.DiscardHandler))
+	dir, err := os.Open(filepath.Join(stateDir, "agents"))
 	if err != nil {
 		return nil, err
 	}
-	st, err := rt.State(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	sock := fmt.Sprintf("/proc/%d/root/run/hutch/agent.sock", st.Pid)
+	sock := fmt.Sprintf("/proc/self/fd/%d/%s.sock", dir.Fd(), id)
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer

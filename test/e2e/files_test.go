@@ -198,8 +198,11 @@ func TestAgentCrashRecovers(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		n = countRuncContainers(t, "e2e-crash")
 	}
-	got := mustExec(t, sb, "cat /workspace/before.txt")
-	if got != "still here" {
+	// The call reaches this sandbox (restarted), never another one.
+	other := sandbox(t, "e2e-crash-other", &client.SandboxOptions{InstanceType: "lite"})
+	mustExec(t, other, "true")
+	got := mustExec(t, sb, "hostname; cat /workspace/before.txt")
+	if got != "e2e-crash\nstill here" {
 		t.Fatalf("after the agent crash = %q", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -152,7 +153,7 @@ except Exception as e:
 			t.Fatalf("after OOM: %q", got)
 		}
 	})
-	t.Run("agent socket symlink does not reach the host", func(t *testing.T) {
+	t.Run("agent socket cannot be redirected", func(t *testing.T) {
 		// A host unix socket the sandbox tries to point hutchd at.
 		sock := filepath.Join(os.TempDir(), "hutch-e2e-evil.sock")
 		os.Remove(sock)
@@ -173,12 +174,24 @@ except Exception as e:
 			}
 		}()
 		evilSB := sandbox(t, "e2e-iso-evil", &client.SandboxOptions{InstanceType: "lite"})
-		// Replace the agent's socket with a symlink to the host socket. The command's own reply
-		// still arrives on the connection already open.
-		evilSB.Exec(ctxT(t, time.Minute), "ln -sf "+sock+" /run/hutch/agent.sock.new && mv -f /run/hutch/agent.sock.new /run/hutch/agent.sock", nil)
-		for range 3 {
-			c, _ := client.New(d.url(), d.token) // fresh connections
-			c.SandboxHandle("e2e-iso-evil").Exec(ctxT(t, 10*time.Second), "true", nil)
+		// Plant symlinks to the host socket wherever an agent socket might be looked for.
+		mustExec(t, evilSB, "mkdir -p /run/hutch && ln -sf "+sock+" /run/hutch/agent.sock && ln -sf "+sock+" /tmp/agent.sock")
+		// Many parallel calls make hutchd dial the agent afresh.
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				res, err := evilSB.Exec(ctxT(t, time.Minute), "sleep 0.2; hostname", nil)
+				if err != nil || string(res.Stdout) != "e2e-iso-evil\n" {
+					failed.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := failed.Load(); n != 0 {
+			t.Fatalf("%d of 20 parallel execs failed or ran elsewhere", n)
 		}
 		if n := evil.Load(); n != 0 {
 			t.Fatalf("hutchd followed the sandbox's symlink to a host socket %d times", n)

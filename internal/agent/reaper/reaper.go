@@ -21,8 +21,9 @@ var forwarded = []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, sys
 // Supervise starts argv[0] with argv and env as a child, forwards SIGTERM, SIGINT, SIGHUP and
 // SIGQUIT to it, and reaps every child (the server and any orphan) until the server exits.
 // It returns the server's exit code (128+N when killed by signal N). It never calls os/exec's
-// Wait, so it must be the only reaper of this process.
-func Supervise(argv, env []string, log *slog.Logger) (int, error) {
+// Wait, so it must be the only reaper of this process. extraFiles are passed to the child as
+// fds 3, 4, … and closed in this process once the child runs.
+func Supervise(argv, env []string, extraFiles []uintptr, log *slog.Logger) (int, error) {
 	if len(argv) == 0 {
 		return 1, errors.New("reaper: empty argv")
 	}
@@ -32,13 +33,18 @@ func Supervise(argv, env []string, log *slog.Logger) (int, error) {
 
 	pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 		Env:   env,
-		Files: []uintptr{0, 1, 2},
+		Files: append([]uintptr{0, 1, 2}, extraFiles...),
 		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	})
 	if err != nil {
 		return 1, fmt.Errorf("reaper: start %s: %w", argv[0], err)
 	}
 	log.Info("agent started", "pid", pid)
+	// The child has its own copies now. Closing ours means a listening socket handed over this
+	// way dies with the server, so hutchd sees "connection refused" instead of a hang.
+	for _, fd := range extraFiles {
+		syscall.Close(int(fd))
+	}
 
 	done := make(chan int, 1)
 	go func() {

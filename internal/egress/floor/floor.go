@@ -1,6 +1,7 @@
 // Package floor is the egress address floor: the destinations sandbox traffic may never reach,
-// whatever a per-sandbox policy says (loopback, private, link-local, CGNAT, multicast, …, and
-// every address of the host's own interfaces).
+// whatever a per-sandbox policy says (loopback, private, link-local, CGNAT, multicast, …, every
+// address of the host's own interfaces, and every network those interfaces are directly
+// connected to: the host's LAN neighbours and its router, whatever range they use).
 //
 // Only operator-declared upstreams (egress.Config.Upstreams) bypass the floor, and they do so
 // by never being checked, not by an exemption here. The documentation ranges 192.0.2.0/24,
@@ -55,8 +56,9 @@ type Floor struct {
 	extra []netip.Prefix
 
 	mu sync.Mutex
-	// host holds the host's interface addresses as of hostAt.
+	// host holds the host's interface addresses as of hostAt; nets the networks they are on.
 	host   map[netip.Addr]bool
+	nets   []netip.Prefix
 	hostAt time.Time
 }
 
@@ -119,28 +121,46 @@ func (f *Floor) isHost(ip netip.Addr) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.host == nil || time.Since(f.hostAt) > hostTTL {
-		f.host = hostAddrs(f.host)
+		f.host, f.nets = hostAddrs(f.host, f.nets)
 		f.hostAt = time.Now()
 	}
-	return f.host[ip]
+	if f.host[ip] {
+		return true
+	}
+	for _, p := range f.nets {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
-// hostAddrs reads the host's interface addresses; on failure it keeps prev.
-func hostAddrs(prev map[netip.Addr]bool) map[netip.Addr]bool {
+// hostAddrs reads the host's interface addresses and the networks they are on (prefixes of /8
+// or narrower; a /0 would deny everything); on failure it keeps the previous values.
+func hostAddrs(prev map[netip.Addr]bool, prevNets []netip.Prefix) (map[netip.Addr]bool, []netip.Prefix) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		if prev == nil {
-			return map[netip.Addr]bool{}
+			return map[netip.Addr]bool{}, nil
 		}
-		return prev
+		return prev, prevNets
 	}
 	m := make(map[netip.Addr]bool, len(addrs))
+	var nets []netip.Prefix
 	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
-				m[Canonical(ip)] = true
-			}
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(ipn.IP)
+		if !ok {
+			continue
+		}
+		ip = Canonical(ip)
+		m[ip] = true
+		if ones, _ := ipn.Mask.Size(); ones >= 8 {
+			nets = append(nets, netip.PrefixFrom(ip, ones).Masked())
 		}
 	}
-	return m
+	return m, nets
 }

@@ -74,3 +74,35 @@ func TestDeniedName(t *testing.T) {
 		}
 	}
 }
+
+// TestHostNetworksDenied: a neighbour on a network the host is directly connected to is in the
+// floor, whatever range that network uses.
+func TestHostNetworksDenied(t *testing.T) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New()
+	checked := 0
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil || ipn.IP.IsLoopback() {
+			continue
+		}
+		ones, bits := ipn.Mask.Size()
+		if ones < 8 || ones > 30 || bits != 32 {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(ipn.IP.To4())
+		b := ip.As4()
+		b[3] ^= 1 // a neighbour in the same network
+		neighbour := netip.AddrFrom4(b)
+		if !f.Denied(neighbour) {
+			t.Errorf("neighbour %s on the host's network %s is not denied", neighbour, ipn)
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Skip("no IPv4 interface network to check on this host")
+	}
+}

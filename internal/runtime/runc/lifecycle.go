@@ -119,9 +119,14 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (
 	// In detached pass-through mode the container inherits runc's stdio, so runc's own errors
 	// would land in the container log only; --log keeps a copy we can classify.
 	runcLog := filepath.Join(bundle, "runc-start.log")
-	cmd := r.command(ctx, "--log", runcLog, "--log-format", "json",
-		"run", "--detach", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid"), spec.ID)
+	args := []string{"--log", runcLog, "--log-format", "json",
+		"run", "--detach", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid")}
+	if n := len(spec.ExtraFiles); n > 0 {
+		args = append(args, "--preserve-fds", strconv.Itoa(n))
+	}
+	cmd := r.command(ctx, append(args, spec.ID)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
+	cmd.ExtraFiles = spec.ExtraFiles
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
 			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
