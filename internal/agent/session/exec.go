@@ -10,7 +10,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -86,7 +86,8 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req Request, out O
 		return Result{}, errSessionDeleted
 	}
 	s.cancel = cancel
-	oldEnv := maps.Clone(s.env)
+	s.used = m.useSeq.Add(1)
+	oldEnv := s.env // replaced, never changed in place
 	oldCwd := s.cwd
 	s.mu.Unlock()
 	defer func() {
@@ -114,21 +115,49 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req Request, out O
 		}
 		return Result{ExitCode: 1, Duration: time.Since(start)}, nil
 	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return Result{}, errdefs.New(errdefs.CodeStreamStartError, "start bash: command contains a NUL byte")
+	}
 
-	execID := newExecID()
-	env := maps.Clone(oldEnv)
-	maps.Copy(env, req.Env)
-	env[MarkerEnv] = execID
-	env["PWD"] = cwd
-	statePath := filepath.Join(m.stateDir, execID+".state")
-	defer os.Remove(statePath)
+	sh, err := m.takeWarm(runCtx, s) // runCtx: a Delete or Close ends the wait
+	if err != nil {
+		return Result{}, err
+	}
+	// From here on the session's shell is used up: prepare the next one once the state is saved.
+	defer m.prewarm(s)
+	var script []byte
+	if m.warmFits(sh, oldEnv, oldCwd, req.Env, cmdCwd) {
+		m.stats.warm.Add(1)
+		script = payload(req.Command, req.Env, cmdCwd, req.Stdin != nil, true)
+	} else {
+		if sh != nil {
+			m.stats.discarded.Add(1)
+			go m.discard(sh)
+		}
+		env := oldEnv
+		if len(req.Env) > 0 {
+			env = maps.Clone(oldEnv)
+			maps.Copy(env, req.Env)
+		}
+		if sh, err = spawnShell(env, cwd, m.stateDir); err != nil {
+			return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
+		}
+		m.stats.cold.Add(1)
+		_, seconds := env["SECONDS"]
+		script = payload(req.Command, nil, "", req.Stdin != nil, !seconds)
+	}
+	defer func() { go os.Remove(sh.statePath) }() // unlinking costs time too: not before the reply
 
 	r := &run{logger: m.log}
-	res, err := r.run(runCtx, cancel, req, cwd, envList(env), statePath, execID, out)
+	res, err := r.run(runCtx, cancel, req, sh, script, out)
 	if err != nil {
 		return res, err
 	}
-	if st, ok := readState(statePath); ok {
+	st, ok, err := readState(sh.statePath)
+	if err != nil {
+		m.log.Warn("session state not saved", "session", s.id, "err", err)
+	}
+	if ok {
 		newEnv, newCwd := mergeState(oldEnv, oldCwd, req.Env, cmdCwd, st)
 		s.mu.Lock()
 		s.env, s.cwd = newEnv, newCwd
@@ -165,91 +194,28 @@ func (r *run) getCause() error {
 	return r.cause
 }
 
-// bashPath is the shell used for every command.
-func bashPath() string {
-	if p, err := exec.LookPath("bash"); err == nil {
-		return p
-	}
-	return "/bin/bash"
-}
-
-// run starts bash, pumps its output into out, enforces the timeout and ctx, and waits.
-func (r *run) run(ctx context.Context, cancel context.CancelCauseFunc, req Request, cwd string, env []string,
-	statePath, execID string, out Output,
-) (Result, error) {
-	outR, outW, err := pipe()
-	if err != nil {
-		return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "stdout pipe")
-	}
-	defer unix.Close(outR)
-	errR, errW, err := pipe()
-	if err != nil {
-		outW.Close()
-		return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "stderr pipe")
-	}
-	defer unix.Close(errR)
+// run gives sh its payload script and req's stdin, pumps its output into out, enforces the
+// timeout and ctx, and waits. It owns sh: its pipes are closed when run returns.
+func (r *run) run(ctx context.Context, cancel context.CancelCauseFunc, req Request, sh *shell, script []byte, out Output) (Result, error) {
+	defer sh.closeFDs()
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		outW.Close()
-		errW.Close()
 		return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "eventfd")
 	}
 	defer unix.Close(wake)
 
-	cmd := exec.Command(bashPath(), "--norc", "--noprofile", "-c", wrapperScript, "hutch", statePath, req.Command)
-	cmd.Dir = cwd
-	cmd.Env = env
-	cmd.Stdout = outW
-	cmd.Stderr = errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stdinR, stdinW *os.File
-	if req.Stdin != nil {
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			outW.Close()
-			errW.Close()
-			return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "stdin pipe")
-		}
-		cmd.Stdin = pr
-		stdinR, stdinW = pr, pw
-	}
-
 	start := time.Now()
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if stdinR != nil {
-		stdinR.Close()
-	}
-	if err != nil {
-		if stdinW != nil {
-			stdinW.Close()
-		}
-		return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
-	}
-	pid := cmd.Process.Pid
-	if stdinW != nil {
-		stdinDone := make(chan struct{})
-		go func() {
-			// Exits when all of stdin is written, or the reader side is gone (EPIPE), or
-			// stdinW is closed below.
-			defer close(stdinDone)
-			_, _ = stdinW.Write(req.Stdin)
-			_ = stdinW.Close()
-		}()
-		defer func() { _ = stdinW.Close(); <-stdinDone }()
-	}
-
+	pid, execID := sh.pid, sh.execID
 	poke := func() {
 		var one = [8]byte{1}
 		_, _ = unix.Write(wake, one[:])
 	}
-	exited := make(chan struct{})
-	var waitErr error
+	poked := make(chan struct{})
 	go func() {
-		// Exits when bash exits.
-		waitErr = cmd.Wait()
-		close(exited)
+		// Exits when bash exits. run waits for it: wake must stay open until it has poked, or
+		// the write could land in whatever file reuses the descriptor.
+		defer close(poked)
+		<-sh.exited
 		poke()
 	}()
 	killed := make(chan struct{})
@@ -263,7 +229,7 @@ func (r *run) run(ctx context.Context, cancel context.CancelCauseFunc, req Reque
 			timer = t.C
 		}
 		select {
-		case <-exited:
+		case <-sh.exited:
 			return
 		case <-timer:
 			r.setCause(errdefs.Newf(errdefs.CodeCommandTimeout, "command timed out after %s", req.Timeout).
@@ -276,6 +242,30 @@ func (r *run) run(ctx context.Context, cancel context.CancelCauseFunc, req Reque
 		}
 		poke()
 	}()
+
+	// Each writer exits when all is written, or bash's side is gone (EPIPE), or its pipe is
+	// closed by closeFDs above. A short script fits the empty pipe and is written at once.
+	scriptDone := make(chan struct{})
+	feed := func(f *os.File, b []byte, done chan<- struct{}) {
+		defer close(done)
+		_, _ = f.Write(b)
+		_ = f.Close()
+	}
+	if len(script) <= 4096 {
+		feed(sh.script, script, scriptDone)
+	} else {
+		go feed(sh.script, script, scriptDone)
+	}
+	defer func() { <-scriptDone }()
+	if req.Stdin != nil {
+		stdinDone := make(chan struct{})
+		go feed(sh.stdin, req.Stdin, stdinDone)
+		defer func() { <-stdinDone }()
+	} else {
+		_ = sh.stdin.Close()
+	}
+	// Runs before the waits above, so a writer blocked on a full pipe is released.
+	defer func() { _ = sh.script.Close(); _ = sh.stdin.Close() }()
 
 	sinkErr := out.Start(pid)
 	if sinkErr != nil {
@@ -294,10 +284,10 @@ func (r *run) run(ctx context.Context, cancel context.CancelCauseFunc, req Reque
 			cancel(sinkErr)
 		}
 	}
-	pump(outR, errR, wake, exited, emit)
-	<-exited
+	pump(sh.outR, sh.errR, wake, sh.exited, emit)
+	<-poked
 	<-killed
-	res := Result{Duration: time.Since(start), ExitCode: exitCode(cmd.ProcessState, waitErr)}
+	res := Result{Duration: time.Since(start), ExitCode: exitCode(sh.cmd.ProcessState, sh.waitErr)}
 	if cause := r.getCause(); cause != nil {
 		return res, cause
 	}

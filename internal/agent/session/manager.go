@@ -2,6 +2,14 @@
 // and runs commands in them: one `bash -c` per command, in its own process group, marked with
 // an environment variable so its whole tree can be found and killed.
 //
+// To keep bash's start-up off the exec path, each session's next bash is started ahead of time
+// ("warm shell", see warm.go): with the session's env and cwd, blocked reading its command from
+// a pipe. At exec time the agent only writes the command (plus any per-command cwd, env and
+// stdin) to it. Warm shells are kept for the maxWarm most recently used sessions and are
+// killed when their session is deleted or the Manager is closed; one whose session state no
+// longer matches is discarded and the command starts a bash itself, as it does when there is no
+// warm shell.
+//
 // Concurrency: a Manager is safe for concurrent use. Commands of one session run one at a time
 // (a per-session lock); different sessions run in parallel.
 package session
@@ -17,6 +25,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -50,6 +59,13 @@ type Manager struct {
 	stateDir string
 	log      *slog.Logger
 
+	// def is the default session, created (and its shell warmed) at once, but listed only
+	// once it is used.
+	def    *Session
+	useSeq atomic.Uint64 // orders sessions by last use
+	closed atomic.Bool   // set by Close: no more warm shells
+	stats  spawnStats
+
 	mu       sync.Mutex
 	sessions map[string]*Session // guarded by mu
 }
@@ -67,6 +83,13 @@ type Session struct {
 	deleted bool              // guarded by mu
 	// cancel stops the running command, nil when idle. Guarded by mu.
 	cancel context.CancelCauseFunc
+	// warm is the idle shell for the next command, nil when none. Guarded by mu.
+	warm *shell
+	// warming is closed when the shell being started for warm is ready; nil when none is
+	// being started. Guarded by mu.
+	warming chan struct{}
+	// used is the Manager's useSeq at the last Create or Exec. Guarded by mu.
+	used uint64
 }
 
 // Info describes a session.
@@ -75,7 +98,8 @@ type Info struct {
 	Cwd string `json:"cwd"`
 }
 
-// NewManager returns a Manager. cfg.Workdir and cfg.StateDir must be absolute.
+// NewManager returns a Manager. cfg.Workdir and cfg.StateDir must be absolute. It starts the
+// default session's first shell in the background; Close kills it.
 func NewManager(cfg Config) (*Manager, error) {
 	if !filepath.IsAbs(cfg.Workdir) {
 		return nil, fmt.Errorf("session: workdir %q is not absolute", cfg.Workdir)
@@ -95,13 +119,16 @@ func NewManager(cfg Config) (*Manager, error) {
 		}
 	}
 	delete(env, MarkerEnv)
-	return &Manager{
+	m := &Manager{
 		workdir:  filepath.Clean(cfg.Workdir),
 		baseEnv:  env,
 		stateDir: cfg.StateDir,
 		log:      log,
 		sessions: map[string]*Session{},
-	}, nil
+	}
+	m.def = m.newSession(DefaultID, m.workdir)
+	m.prewarm(m.def)
+	return m, nil
 }
 
 // ValidateID checks a session ID: 1–128 characters of [A-Za-z0-9._-], starting with a letter
@@ -149,7 +176,9 @@ func (m *Manager) Create(opts CreateOptions) (Info, error) {
 	for k, v := range opts.Env {
 		s.env[k] = v
 	}
+	s.used = m.useSeq.Add(1)
 	m.sessions[id] = s
+	m.prewarm(s)
 	return Info{ID: id, Cwd: cwd}, nil
 }
 
@@ -166,6 +195,10 @@ func (m *Manager) get(id string) (*Session, error) {
 	defer m.mu.Unlock()
 	if s, ok := m.sessions[id]; ok {
 		return s, nil
+	}
+	if id == DefaultID {
+		m.sessions[id] = m.def
+		return m.def, nil
 	}
 	if err := ValidateID(id); err != nil {
 		return nil, err
@@ -219,7 +252,8 @@ func (m *Manager) List() []Info {
 // errSessionDeleted is the cancel cause of a command whose session was deleted.
 var errSessionDeleted = errdefs.New(errdefs.CodeSessionNotFound, "session deleted")
 
-// Delete removes session id and kills its running command. Unknown → SESSION_NOT_FOUND;
+// Delete removes session id and kills its running command and its warm shell (the latter
+// before it returns). Unknown → SESSION_NOT_FOUND;
 // DefaultID → SESSION_DEFAULT_UNDELETABLE.
 func (m *Manager) Delete(id string) error {
 	if id == DefaultID || id == "" {
@@ -240,14 +274,23 @@ func (m *Manager) Delete(id string) error {
 	if cancel != nil {
 		cancel(errSessionDeleted)
 	}
+	m.dropWarm(s)
 	return nil
 }
 
-// Close kills the running command of every session. The Manager stays usable.
+// Close kills the running command and the warm shell of every session, and stops warming
+// shells. The Manager stays usable; its commands then start their shell themselves.
 func (m *Manager) Close() {
+	m.closed.Store(true)
 	m.mu.Lock()
 	ss := slices.Collect(maps.Values(m.sessions))
+	if m.sessions[DefaultID] == nil {
+		ss = append(ss, m.def)
+	}
 	m.mu.Unlock()
+	for _, s := range ss {
+		m.dropWarm(s)
+	}
 	for _, s := range ss {
 		s.mu.Lock()
 		cancel := s.cancel

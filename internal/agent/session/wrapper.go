@@ -2,6 +2,7 @@ package session
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"regexp"
 	"strings"
@@ -12,26 +13,30 @@ import (
 // in /proc and killed.
 const MarkerEnv = "HUTCH_EXEC_ID"
 
-// wrapperScript is run as `bash --norc --noprofile -c wrapperScript hutch STATEFILE COMMAND`.
-// It evals the user's command in this shell, and in an EXIT trap writes the resulting logical
-// cwd and exported variables to STATEFILE as NUL-terminated records: the cwd (with pwd's
-// newline), then KEY=VALUE records, then a final "." record that proves the file is complete.
-// Only bash builtins are used, so a command that breaks PATH still saves its state, and nothing
-// forks: the exported variables are found by expanding every variable name (${!A*} … ${!_*})
-// and keeping those with the export attribute (${name@a} contains x; bash ≥ 4.4), which saves
-// the subshell that $(compgen -e) would cost on every command.
-const wrapperScript = `__hutch_state=$1
-__hutch_cmd=$2
-shift 2
+// shellScript is run as `bash --norc --noprofile -c shellScript hutch STATEFILE`, with the
+// command's payload (see payload) arriving on fd 3 and the command's stdin, when it has one, on
+// fd 4. The shell can be started long before its command is known: it blocks reading fd 3
+// (`source` reads the pipe to EOF), closes it, checks that the payload is complete (an
+// agent that died or a discarded shell gives EOF without one: exit 125, nothing saved), then
+// evals the user's command here, on line 17 like the one-shot wrapper before it, so bash's
+// "hutch: line N:" messages keep their numbers. An EXIT trap writes the resulting logical cwd
+// and exported variables to STATEFILE: the cwd (with pwd's newline), NUL, the output of
+// `declare -px`, then NUL "." NUL, which proves the file is complete. Only bash builtins are
+// used, so a command that breaks PATH still saves its state, and nothing forks. `declare -px`
+// is one builtin (bash quotes the values; parseExports reads them back); a loop over the
+// variables in bash costs about five times as much.
+const shellScript = `__hutch_state=$1; shift
+builtin source /proc/self/fd/3; exec 3<&-
+[[ ${__hutch_go-} == 1 ]] || builtin exit 125
+# On exit, save the state:
+#   cwd NUL declare-px NUL . NUL
 __hutch_save() {
-  local __hutch_rc=$? __hutch_n IFS=$'\n'
+  local __hutch_rc=$?
   {
     builtin pwd
     builtin printf '\0'
-    for __hutch_n in ${!A*} ${!B*} ${!C*} ${!D*} ${!E*} ${!F*} ${!G*} ${!H*} ${!I*} ${!J*} ${!K*} ${!L*} ${!M*} ${!N*} ${!O*} ${!P*} ${!Q*} ${!R*} ${!S*} ${!T*} ${!U*} ${!V*} ${!W*} ${!X*} ${!Y*} ${!Z*} ${!a*} ${!b*} ${!c*} ${!d*} ${!e*} ${!f*} ${!g*} ${!h*} ${!i*} ${!j*} ${!k*} ${!l*} ${!m*} ${!n*} ${!o*} ${!p*} ${!q*} ${!r*} ${!s*} ${!t*} ${!u*} ${!v*} ${!w*} ${!x*} ${!y*} ${!z*} ${!_*}; do
-      [[ ${!__hutch_n@a} == *x* && -n ${!__hutch_n+x} ]] && builtin printf '%s=%s\0' "$__hutch_n" "${!__hutch_n}"
-    done
-    builtin printf '.\0'
+    builtin declare -px
+    builtin printf '\0.\0'
   } >"$__hutch_state" 2>/dev/null
   return $__hutch_rc
 }
@@ -52,28 +57,33 @@ var droppedVars = map[string]bool{"_": true, "SHLVL": true, "PWD": true, MarkerE
 // through bash untouched and invisible.
 var identPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
+// errBadState is readState's error for a complete state file it cannot parse.
+var errBadState = errors.New("state file: unexpected declare -px output")
+
 // readState parses the state file at path. ok is false when the file is missing or incomplete
-// (the command exec'd another program, or was killed).
-func readState(path string) (st shellState, ok bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return shellState{}, false
+// (the command exec'd another program, or was killed), or malformed; err is errBadState in
+// the last case.
+func readState(path string) (st shellState, ok bool, err error) {
+	b, rerr := os.ReadFile(path)
+	if rerr != nil {
+		return shellState{}, false, nil
 	}
-	recs := bytes.Split(b, []byte{0})
-	// A complete file ends with ".\x00": the split gives a trailing "." then "".
-	if len(recs) < 3 || string(recs[len(recs)-2]) != "." || len(recs[len(recs)-1]) != 0 {
-		return shellState{}, false
+	cwd, rest, found := bytes.Cut(b, []byte{0})
+	decl, complete := bytes.CutSuffix(rest, []byte("\x00.\x00"))
+	if !found || !complete {
+		return shellState{}, false, nil
 	}
-	st.cwd = strings.TrimSuffix(string(recs[0]), "\n")
-	st.env = make(map[string]string, len(recs))
-	for _, r := range recs[1 : len(recs)-2] {
-		k, v, found := strings.Cut(string(r), "=")
-		if !found || droppedVars[k] {
-			continue
+	env, ok := parseExports(decl)
+	if !ok {
+		return shellState{}, false, errBadState
+	}
+	for k := range env {
+		if droppedVars[k] {
+			delete(env, k)
 		}
-		st.env[k] = v
 	}
-	return st, st.cwd != ""
+	st = shellState{cwd: strings.TrimSuffix(string(cwd), "\n"), env: env}
+	return st, st.cwd != "", nil
 }
 
 // mergeState computes a session's new env and cwd after a command.
