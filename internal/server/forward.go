@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
 )
@@ -144,15 +145,20 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 	}
 }
 
+// copyBufs recycles the 32 KiB buffers replies are copied through.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // copyResponse copies the agent's reply; streams are flushed after every read so events reach
 // the caller as they happen.
 func copyResponse(w http.ResponseWriter, src io.Reader, stream bool) error {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
 	if !stream {
-		_, err := io.Copy(w, src)
+		_, err := io.CopyBuffer(w, src, buf)
 		return err
 	}
 	rc := http.NewResponseController(w)
-	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

@@ -75,6 +75,10 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 	s.mux.ServeHTTP(rec, r)
