@@ -3,6 +3,9 @@
 // child serves the agent protocol (api/agent.md) on a unix socket. Run outside PID 1 it serves
 // directly.
 //
+// Every command's shell runs under `hutch-init shim`, a child subreaper, so the command's whole
+// tree can be found and killed.
+//
 // Usage: hutch-init [serve] [--socket PATH | --listen-fd N] [--workdir DIR] [--state-dir DIR]
 // [--log-level LEVEL]
 package main
@@ -51,6 +54,9 @@ func parse(args []string) (config, error) {
 
 func main() {
 	args := os.Args[1:]
+	if len(args) > 0 && args[0] == "shim" {
+		os.Exit(shim(args[1:]))
+	}
 	serve := len(args) > 0 && args[0] == "serve"
 	if serve {
 		args = args[1:]
@@ -95,8 +101,13 @@ func run(cfg config, log *slog.Logger) error {
 		log.Warn("state dir unusable, using a temp dir", "state_dir", cfg.stateDir, "err", err, "using", dir)
 		cfg.stateDir = dir
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("own path: %w", err)
+	}
 	srv, err := agent.New(agent.Config{
 		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
+		Shim: []string{self, "shim", "--fds", "2", "--"},
 	})
 	if err != nil {
 		return err
@@ -116,4 +127,15 @@ func run(cfg config, log *slog.Logger) error {
 	}
 	log.Info("agent serving", "addr", ln.Addr().String(), "workdir", cfg.workdir, "version", version)
 	return srv.Serve(ctx, ln)
+}
+
+// shim is `hutch-init shim [--fds N] -- CMD [ARG...]`: run CMD as a child subreaper (see
+// reaper.Shim). The agent starts every command's shell this way.
+func shim(args []string) int {
+	fs := flag.NewFlagSet("hutch-init shim", flag.ContinueOnError)
+	fds := fs.Int("fds", 0, "number of extra fds (3, 4, …) passed to the command")
+	if err := fs.Parse(args); err != nil {
+		return 125
+	}
+	return reaper.Shim(fs.Args(), *fds)
 }

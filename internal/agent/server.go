@@ -31,6 +31,10 @@ type Config struct {
 	StateDir string
 	// Version is reported by /api/ping.
 	Version string
+	// Shim is the argv prefix every command's shell is started under (hutch-init's
+	// `shim --fds 2 --`), which makes the command's whole tree findable; nil starts bash
+	// directly (tests).
+	Shim []string
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -66,7 +70,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: chmod state dir: %w", err)
 	}
-	m, err := session.NewManager(session.Config{Workdir: cfg.Workdir, Env: cfg.Env, StateDir: cfg.StateDir, Logger: log})
+	m, err := session.NewManager(session.Config{Workdir: cfg.Workdir, Env: cfg.Env, StateDir: cfg.StateDir, Shim: cfg.Shim, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}

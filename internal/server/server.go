@@ -66,6 +66,22 @@ func (s *Server) routes() {
 	for _, r := range forwarded {
 		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
+	// A known path with another method: 405 with the allowed methods.
+	allowed := map[string][]string{
+		"/v1/sandboxes":            {"GET", "POST"},
+		"/v1/sandboxes/{id}":       {"GET", "DELETE"},
+		"/v1/sandboxes/{id}/start": {"POST"},
+		"/v1/sandboxes/{id}/stop":  {"POST"},
+		"/v1/images":               {"GET"},
+		"/v1/images/build":         {"POST"},
+	}
+	for _, r := range forwarded {
+		p := "/v1/sandboxes/{id}/" + r.rest
+		allowed[p] = append(allowed[p], r.method)
+	}
+	for p, methods := range allowed {
+		s.mux.Handle(p, s.auth(methodNotAllowed(methods)))
+	}
 	s.mux.Handle("GET /v1/images", s.auth(s.listImages))
 	s.mux.Handle("POST /v1/images/build", s.auth(s.buildImage))
 	s.mux.Handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +112,14 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 		}
 		h(w, r)
 	})
+}
+
+func methodNotAllowed(methods []string) http.HandlerFunc {
+	allow := strings.Join(methods, ", ")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, r, errdefs.Newf(errdefs.CodeMethodNotAllowed, "%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, allow), "")
+	}
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

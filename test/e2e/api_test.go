@@ -102,6 +102,8 @@ func TestBadInput(t *testing.T) {
 		{"missing token", "GET", "/v1/sandboxes", nil, "-", 401, errdefs.CodeUnauthenticated},
 		{"wrong token", "POST", "/v1/sandboxes", []byte(`{"id":"e2e-new"}`), "0000", 401, errdefs.CodeUnauthenticated},
 		{"unknown route", "GET", "/v1/nothing", nil, "", 404, errdefs.CodeNotFound},
+		{"wrong method", "GET", "/v1/sandboxes/e2e-bad/execute", nil, "", 405, errdefs.CodeMethodNotAllowed},
+		{"unknown sandbox operation", "POST", "/v1/sandboxes/e2e-bad/nothing", []byte(`{}`), "", 404, errdefs.CodeNotFound},
 		{"empty command", "POST", "/v1/sandboxes/e2e-bad/execute", []byte(`{"command":""}`), "", 400, errdefs.CodeInvalidCommand},
 	}
 	for _, tt := range tests {

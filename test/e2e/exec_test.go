@@ -61,11 +61,11 @@ func TestExecAcceptance(t *testing.T) {
 		assertNoProcess(t, sb, "sleep 30")
 	})
 	t.Run("E3 tree killed", func(t *testing.T) {
-		_, err := sb.Exec(ctxT(t, time.Minute), `sh -c 'sleep 300 & sleep 300 & setsid sleep 300 & wait'`, &client.ExecOptions{Timeout: time.Second})
+		_, err := sb.Exec(ctxT(t, time.Minute), `sh -c 'sleep 300 & sleep 300 & setsid sleep 300 & setsid env -i sleep 301 & sh -c "setsid env -i sleep 302 &"; wait'`, &client.ExecOptions{Timeout: time.Second})
 		if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) {
 			t.Fatalf("err = %v; want COMMAND_TIMEOUT", err)
 		}
-		assertNoProcess(t, sb, "sleep 300")
+		assertNoProcess(t, sb, "sleep 30")
 	})
 	t.Run("E4 first byte early", func(t *testing.T) {
 		start := time.Now()

@@ -139,7 +139,7 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req Request, out O
 			env = maps.Clone(oldEnv)
 			maps.Copy(env, req.Env)
 		}
-		if sh, err = spawnShell(env, cwd, m.stateDir); err != nil {
+		if sh, err = spawnShell(env, cwd, m.stateDir, m.shim); err != nil {
 			return Result{}, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
 		}
 		m.stats.cold.Add(1)

@@ -9,12 +9,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killTree SIGKILLs process group pgid and then every process whose environment carries
-// MarkerEnv=execID, repeating the /proc sweep until none is left alive (at most ~2 s). It
-// returns the number of marked processes found on the last sweep (0 on success).
-func killTree(pgid int, execID string) int {
-	if pgid > 0 {
-		_ = unix.Kill(-pgid, unix.SIGKILL)
+// killTree kills a command's whole tree. root is the process the agent started (the shim, a
+// child subreaper, or bash itself) and the leader of its process group. First every descendant
+// of root is SIGKILLed, repeatedly until none is left: under the shim, processes whose parent
+// dies are reparented to it, so setsid, double forks and a cleared environment do not take a
+// process out of this walk. Then root's group, then every process whose environment still
+// carries MarkerEnv=execID, repeating the /proc sweep until none is left alive (at most ~2 s).
+// It returns the number of processes found on the last pass (0 on success).
+func killTree(root int, execID string) int {
+	if root > 0 {
+		for range 200 {
+			ds := descendants(root)
+			if len(ds) == 0 {
+				break
+			}
+			for _, pid := range ds {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_ = unix.Kill(-root, unix.SIGKILL)
 	}
 	needle := []byte(MarkerEnv + "=" + execID + "\x00")
 	left := 0
@@ -71,4 +85,49 @@ func forEachMarked(needle []byte, fn func(pid int)) {
 			fn(pid)
 		}
 	}
+}
+
+// descendants returns the live (not zombie) processes below root, from the parent links in
+// /proc/<pid>/stat.
+func descendants(root int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses: parse after the last ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 2 || string(f[0]) == "Z" || string(f[0]) == "X" {
+			continue
+		}
+		ppid, err := strconv.Atoi(string(f[1]))
+		if err != nil {
+			continue
+		}
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }

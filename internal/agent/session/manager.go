@@ -48,6 +48,10 @@ type Config struct {
 	Env []string
 	// StateDir is a private directory for per-command state files. It must exist.
 	StateDir string
+	// Shim is the argv prefix each shell is started under: hutch-init's `shim --fds 2 --`, a
+	// child subreaper that keeps the command's whole tree below it (see reaper.Shim). nil
+	// starts bash directly; the tree kill then relies on the process group and the marker.
+	Shim []string
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -57,13 +61,15 @@ type Manager struct {
 	workdir  string
 	baseEnv  map[string]string
 	stateDir string
+	shim     []string
 	log      *slog.Logger
 
 	// def is the default session, created (and its shell warmed) at once, but listed only
 	// once it is used.
 	def    *Session
-	useSeq atomic.Uint64 // orders sessions by last use
-	closed atomic.Bool   // set by Close: no more warm shells
+	useSeq atomic.Uint64  // orders sessions by last use
+	closed atomic.Bool    // set by Close: no more warm shells
+	warmWG sync.WaitGroup // warm shells being started
 	stats  spawnStats
 
 	mu       sync.Mutex
@@ -123,6 +129,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		workdir:  filepath.Clean(cfg.Workdir),
 		baseEnv:  env,
 		stateDir: cfg.StateDir,
+		shim:     cfg.Shim,
 		log:      log,
 		sessions: map[string]*Session{},
 	}
@@ -282,6 +289,9 @@ func (m *Manager) Delete(id string) error {
 // shells. The Manager stays usable; its commands then start their shell themselves.
 func (m *Manager) Close() {
 	m.closed.Store(true)
+	// Shells being started see closed and discard themselves; wait for that, so nothing of
+	// this Manager (processes, state files) outlives Close.
+	m.warmWG.Wait()
 	m.mu.Lock()
 	ss := slices.Collect(maps.Values(m.sessions))
 	if m.sessions[DefaultID] == nil {

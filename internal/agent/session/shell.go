@@ -44,7 +44,7 @@ func bashPath() string {
 // fd 3 and a stdin pipe on fd 4. It creates the shell's (empty) state file in stateDir. env is kept as the shell's snapshot and must not be changed
 // afterwards. The returned shell waits for its payload; give it one with shell.exec or end it
 // with shell.discard.
-func spawnShell(env map[string]string, cwd, stateDir string) (_ *shell, err error) {
+func spawnShell(env map[string]string, cwd, stateDir string, shim []string) (_ *shell, err error) {
 	execID := newExecID()
 	sh := &shell{execID: execID, statePath: filepath.Join(stateDir, execID+".state"), cwd: cwd, env: env,
 		outR: -1, errR: -1, exited: make(chan struct{})}
@@ -96,7 +96,8 @@ func spawnShell(env map[string]string, cwd, stateDir string) (_ *shell, err erro
 	full = append(full, MarkerEnv+"="+execID, "PWD="+cwd)
 	slices.Sort(full)
 
-	cmd := exec.Command(bashPath(), "--norc", "--noprofile", "-c", shellScript, "hutch", sh.statePath)
+	argv := append(slices.Clone(shim), bashPath(), "--norc", "--noprofile", "-c", shellScript, "hutch", sh.statePath)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = cwd
 	cmd.Env = full
 	cmd.Stdout = outW

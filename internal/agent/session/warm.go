@@ -41,9 +41,11 @@ func (m *Manager) prewarm(s *Session) {
 	done := make(chan struct{})
 	s.warming = done
 	s.mu.Unlock()
+	m.warmWG.Add(1)
 	go func() {
-		// Exits once the shell is started and handed over (or discarded).
-		sh, err := spawnShell(env, cwd, m.stateDir)
+		// Exits once the shell is started and handed over (or discarded); Close waits for it.
+		defer m.warmWG.Done()
+		sh, err := spawnShell(env, cwd, m.stateDir, m.shim)
 		s.mu.Lock()
 		s.warming = nil
 		keep := err == nil && !s.deleted && !m.closed.Load() && s.warm == nil

@@ -392,7 +392,7 @@ func TestWarmShellsCapped(t *testing.T) {
 
 func TestShellExitsWithoutPayload(t *testing.T) {
 	dir := t.TempDir()
-	sh, err := spawnShell(map[string]string{"PATH": os.Getenv("PATH")}, dir, dir)
+	sh, err := spawnShell(map[string]string{"PATH": os.Getenv("PATH")}, dir, dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
