@@ -98,8 +98,9 @@ func scanLeftovers(t *testing.T) leftovers {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		// A sandbox's PID 1 is "/.hutch/hutch-init --socket …" (its server child has "serve").
-		if args[0] != "/.hutch/hutch-init" || len(args) > 1 && args[1] == "serve" {
+		// A sandbox's PID 1 is "/.hutch/hutch-init --listen-fd 3 …"; its server child runs
+		// "hutch-init serve …" and each command's shell "hutch-init shim …".
+		if args[0] != "/.hutch/hutch-init" || len(args) < 2 || !strings.HasPrefix(args[1], "--") {
 			continue
 		}
 		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
