@@ -14,11 +14,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/agent"
 	"github.com/hutchdev/hutch/internal/agent/reaper"
@@ -89,7 +92,29 @@ func main() {
 	}
 }
 
+// spareThreads is how many OS threads the server makes at start and keeps idle. Threads count
+// against the sandbox's pids limit; a command that exhausts it (a fork bomb) would otherwise
+// make the Go runtime fail to start a thread when the agent most needs one (to kill that
+// command), which is fatal. Idle threads are kept by the runtime and reused.
+const spareThreads = 32
+
+// prestartThreads makes the runtime create about n OS threads, by keeping n goroutines in
+// blocking system calls at once.
+func prestartThreads(n int) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts := unix.NsecToTimespec(int64(30 * time.Millisecond))
+			_ = unix.Nanosleep(&ts, nil)
+		}()
+	}
+	wg.Wait()
+}
+
 func run(cfg config, log *slog.Logger) error {
+	prestartThreads(spareThreads)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {

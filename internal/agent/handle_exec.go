@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -13,8 +16,13 @@ import (
 )
 
 // maxBufferedOutput caps each of stdout and stderr of a buffered exec, in bytes; more is
-// dropped and the reply says "truncated": true. Use the streaming form for big output.
-const maxBufferedOutput = 64 << 20
+// dropped and the reply says "truncated": true. Use the streaming form for big output. The cap
+// keeps the agent's own memory small: it shares the sandbox's memory limit (256 MiB on lite)
+// with the command, and an agent killed for memory takes the sandbox down.
+const maxBufferedOutput = 16 << 20
+
+// maxContextOutput caps the partial output carried in a timeout error's context, in bytes.
+const maxContextOutput = 1 << 20
 
 // execRequest is the body of both exec endpoints.
 type execRequest struct {
@@ -108,36 +116,81 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 		if errdefs.IsCode(err, errdefs.CodeCommandTimeout) {
 			return errdefs.Newf(errdefs.CodeCommandTimeout, "command timed out after %d ms", body.TimeoutMs).
 				With("timeoutMs", body.TimeoutMs).
-				With("stdout", strings.ToValidUTF8(out.stdout.String(), "\uFFFD")).
-				With("stderr", strings.ToValidUTF8(out.stderr.String(), "\uFFFD")).
+				With("stdout", strings.ToValidUTF8(string(head(out.stdout.Bytes(), maxContextOutput)), "\uFFFD")).
+				With("stderr", strings.ToValidUTF8(string(head(out.stderr.Bytes(), maxContextOutput)), "\uFFFD")).
 				With("sessionId", sid)
 		}
 		return err
 	}
-	reply := struct {
-		Success   bool      `json:"success"`
-		ExitCode  int       `json:"exitCode"`
-		Stdout    string    `json:"stdout"`
-		Stderr    string    `json:"stderr"`
-		Encoding  string    `json:"encoding,omitempty"`
-		Truncated bool      `json:"truncated,omitempty"`
+	// The reply is encoded straight from the buffers (no string copies, no escaped copy in
+	// memory): with 16 MiB of NUL bytes, a json.Marshal would hold ~100 MiB at once.
+	encoding := ""
+	if !utf8.Valid(out.stdout.Bytes()) || !utf8.Valid(out.stderr.Bytes()) {
+		encoding = "base64"
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	fmt.Fprintf(bw, `{"success":true,"exitCode":%d,"stdout":`, res.ExitCode)
+	writeJSONBytes(bw, out.stdout.Bytes(), encoding)
+	bw.WriteString(`,"stderr":`)
+	writeJSONBytes(bw, out.stderr.Bytes(), encoding)
+	if encoding != "" {
+		bw.WriteString(`,"encoding":"base64"`)
+	}
+	if out.truncated {
+		bw.WriteString(`,"truncated":true`)
+	}
+	tail, _ := json.Marshal(struct {
 		Command   string    `json:"command"`
 		Duration  int64     `json:"duration"`
 		SessionID string    `json:"sessionId"`
 		Timestamp time.Time `json:"timestamp"`
-	}{
-		Success: true, ExitCode: res.ExitCode, Command: body.Command, Duration: res.Duration.Milliseconds(),
-		SessionID: sid, Truncated: out.truncated, Timestamp: now(),
+	}{body.Command, res.Duration.Milliseconds(), sid, now()})
+	bw.WriteByte(',')
+	bw.Write(tail[1:]) // the object's fields and closing brace
+	bw.WriteByte('\n')
+	return bw.Flush()
+}
+
+func head(b []byte, n int) []byte { return b[:min(len(b), n)] }
+
+// writeJSONBytes writes b as a JSON string: base64 when encoding is "base64", else b (valid
+// UTF-8) with the escapes JSON requires.
+func writeJSONBytes(w *bufio.Writer, b []byte, encoding string) {
+	w.WriteByte('"')
+	defer w.WriteByte('"')
+	if encoding == "base64" {
+		enc := base64.NewEncoder(base64.StdEncoding, w)
+		enc.Write(b)
+		enc.Close()
+		return
 	}
-	if utf8.Valid(out.stdout.Bytes()) && utf8.Valid(out.stderr.Bytes()) {
-		reply.Stdout, reply.Stderr = out.stdout.String(), out.stderr.String()
-	} else {
-		reply.Encoding = "base64"
-		reply.Stdout = base64.StdEncoding.EncodeToString(out.stdout.Bytes())
-		reply.Stderr = base64.StdEncoding.EncodeToString(out.stderr.Bytes())
+	const hexDigits = "0123456789abcdef"
+	start := 0
+	for i, c := range b {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		w.Write(b[start:i])
+		switch c {
+		case '"', '\\':
+			w.WriteByte('\\')
+			w.WriteByte(c)
+		case '\n':
+			w.WriteString(`\n`)
+		case '\r':
+			w.WriteString(`\r`)
+		case '\t':
+			w.WriteString(`\t`)
+		default:
+			w.WriteString(`\u00`)
+			w.WriteByte(hexDigits[c>>4])
+			w.WriteByte(hexDigits[c&0xf])
+		}
+		start = i + 1
 	}
-	writeJSON(w, http.StatusOK, reply)
-	return nil
+	w.Write(b[start:])
 }
 
 func sessionOrDefault(id string) string {

@@ -9,6 +9,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// CommandNice is the nice value of every command, CommandOOMScoreAdj its oom_score_adj.
+const (
+	CommandNice        = 19
+	CommandOOMScoreAdj = "500"
+)
+
 // Shim runs argv as its child and waits for it, as a child subreaper (PR_SET_CHILD_SUBREAPER):
 // a process of the child's tree whose parent dies is reparented to the shim rather than to
 // PID 1, even after setsid, a double fork or a cleared environment. So, while the command runs,
@@ -26,6 +32,13 @@ func Shim(argv []string, extraFDs int) int {
 		fmt.Fprintln(os.Stderr, "hutch-init shim: subreaper:", err)
 		return 125
 	}
+	// The agent shares the sandbox's CPU quota and memory limit with the commands. Commands
+	// yield to it: a lower CPU priority (nice only orders processes inside this sandbox, whose
+	// cgroup keeps it from others; without CAP_SYS_NICE a command cannot raise it back), so a
+	// fork bomb cannot starve the agent that must kill it; and a higher OOM score, so the
+	// kernel picks a command, not the agent, when memory runs out. Both are inherited.
+	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, CommandNice)
+	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(CommandOOMScoreAdj), 0)
 	files := []uintptr{0, 1, 2}
 	for fd := 3; fd < 3+extraFDs; fd++ {
 		files = append(files, uintptr(fd))

@@ -10,36 +10,53 @@ import (
 )
 
 // killTree kills a command's whole tree. root is the process the agent started (the shim, a
-// child subreaper, or bash itself) and the leader of its process group. First every descendant
-// of root is SIGKILLed, repeatedly until none is left: under the shim, processes whose parent
-// dies are reparented to it, so setsid, double forks and a cleared environment do not take a
-// process out of this walk. Then root's group, then every process whose environment still
-// carries MarkerEnv=execID, repeating the /proc sweep until none is left alive (at most ~2 s).
-// It returns the number of processes found on the last pass (0 on success).
+// child subreaper, or bash itself) and the leader of its process group.
+//
+//  1. Every descendant of root is SIGSTOPped, pass after pass, until none is left running: a
+//     stopped process cannot fork, so even a fork bomb stops growing, and the CPU it used
+//     (shared with this agent under the sandbox's quota) comes back.
+//  2. Every descendant is SIGKILLed, repeatedly, until none is left. Under the shim, processes
+//     whose parent dies are reparented to it, so setsid, double forks and a cleared
+//     environment do not take a process out of this walk.
+//  3. root's group, then every process whose environment still carries MarkerEnv=execID.
+//
+// It gives up after killBudget and returns the number of processes found on the last pass
+// (0 on success).
 func killTree(root int, execID string) int {
+	deadline := time.Now().Add(killBudget)
 	if root > 0 {
-		for range 200 {
+		for time.Now().Before(deadline) {
+			running := 0
+			for _, p := range descendants(root) {
+				if !p.stopped {
+					running++
+					_ = unix.Kill(p.pid, unix.SIGSTOP)
+				}
+			}
+			if running == 0 {
+				break
+			}
+		}
+		for time.Now().Before(deadline) {
 			ds := descendants(root)
 			if len(ds) == 0 {
 				break
 			}
-			for _, pid := range ds {
-				_ = unix.Kill(pid, unix.SIGKILL)
+			for _, p := range ds {
+				_ = unix.Kill(p.pid, unix.SIGKILL)
 			}
 			time.Sleep(time.Millisecond)
 		}
 		_ = unix.Kill(-root, unix.SIGKILL)
 	}
 	needle := []byte(MarkerEnv + "=" + execID + "\x00")
-	left := 0
-	for range 200 {
-		left = sweepMarked(needle)
-		if left == 0 {
-			return 0
+	for {
+		left := sweepMarked(needle)
+		if left == 0 || time.Now().After(deadline) {
+			return left
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return left
 }
 
 // FindMarked returns the PIDs of live processes whose environment holds key=value. It is
@@ -87,14 +104,24 @@ func forEachMarked(needle []byte, fn func(pid int)) {
 	}
 }
 
+// killBudget bounds one tree kill; a sandbox starved by its own processes makes /proc walks
+// slow.
+const killBudget = 60 * time.Second
+
+// proc is a process found below a tree's root.
+type proc struct {
+	pid     int
+	stopped bool
+}
+
 // descendants returns the live (not zombie) processes below root, from the parent links in
 // /proc/<pid>/stat.
-func descendants(root int) []int {
+func descendants(root int) []proc {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]int{}
+	children := map[int][]proc{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -117,16 +144,17 @@ func descendants(root int) []int {
 		if err != nil {
 			continue
 		}
-		children[ppid] = append(children[ppid], pid)
+		st := string(f[0])
+		children[ppid] = append(children[ppid], proc{pid: pid, stopped: st == "T" || st == "t"})
 	}
-	var out []int
+	var out []proc
 	queue := []int{root}
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
 		for _, c := range children[p] {
 			out = append(out, c)
-			queue = append(queue, c)
+			queue = append(queue, c.pid)
 		}
 	}
 	return out
