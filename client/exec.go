@@ -78,7 +78,7 @@ type ExecResult struct {
 	SessionID string
 	// Command is the command line as run.
 	Command string
-	// Truncated reports that Stdout or Stderr passed the 64 MiB cap of the buffered form and
+	// Truncated reports that Stdout or Stderr passed the 16 MiB cap of the buffered form and
 	// was cut there (the command still ran to its end). Use ExecStream for large output.
 	Truncated bool
 }

@@ -39,6 +39,8 @@ type Config struct {
 	IfPrefix string `json:"ifPrefix"`
 	// NSPrefix names network namespaces (/var/run/netns/<prefix><id>). Default "hutch-".
 	NSPrefix string `json:"nsPrefix"`
+	// CgroupParent is the cgroup holding one cgroup per sandbox. Default "hutch".
+	CgroupParent string `json:"cgroupParent"`
 	// NftTable is the nftables table (family inet) hutchd owns. Default "hutch".
 	NftTable string `json:"nftTable"`
 	// DNSPort, HTTPPort and TLSPort are the host ports of the egress listeners that sandbox
@@ -95,6 +97,7 @@ func Defaults() Config {
 		IfPrefix:     "hsb",
 		NSPrefix:     "hutch-",
 		NftTable:     "hutch",
+		CgroupParent: "hutch",
 		DNSPort:      15053,
 		HTTPPort:     15001,
 		TLSPort:      15002,
@@ -120,6 +123,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	ifPrefix := fs.String("if-prefix", "", "host veth name prefix (env HUTCH_IF_PREFIX)")
 	nsPrefix := fs.String("netns-prefix", "", "network namespace name prefix (env HUTCH_NETNS_PREFIX)")
 	table := fs.String("nft-table", "", "nftables table name (env HUTCH_NFT_TABLE)")
+	cgParent := fs.String("cgroup-parent", "", "cgroup holding the sandboxes' cgroups (env HUTCH_CGROUP_PARENT)")
 	dnsPort := fs.Int("dns-port", 0, "egress DNS port (env HUTCH_DNS_PORT)")
 	httpPort := fs.Int("http-port", 0, "egress HTTP proxy port (env HUTCH_HTTP_PORT)")
 	tlsPort := fs.Int("tls-port", 0, "egress TLS proxy port (env HUTCH_TLS_PORT)")
@@ -170,6 +174,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.IfPrefix, *ifPrefix, "HUTCH_IF_PREFIX")
 	pick(&c.NSPrefix, *nsPrefix, "HUTCH_NETNS_PREFIX")
 	pick(&c.NftTable, *table, "HUTCH_NFT_TABLE")
+	pick(&c.CgroupParent, *cgParent, "HUTCH_CGROUP_PARENT")
 	pick(&c.LogLevel, *logLevel, "HUTCH_LOG_LEVEL")
 	for _, p := range []struct {
 		dst  *int
@@ -225,8 +230,8 @@ func (c Config) Validate() error {
 	if c.IfPrefix == "" || len(c.IfPrefix) > 8 {
 		bad("interface prefix %q must be 1-8 characters", c.IfPrefix)
 	}
-	if c.NSPrefix == "" || c.NftTable == "" {
-		bad("netns prefix and nft table must be set")
+	if c.NSPrefix == "" || c.NftTable == "" || c.CgroupParent == "" {
+		bad("netns prefix, nft table and cgroup parent must be set")
 	}
 	for _, port := range []int{c.DNSPort, c.HTTPPort, c.TLSPort} {
 		if port <= 0 || port > 65535 {

@@ -58,9 +58,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer st.Close()
 
 	rt, err := runc.New(runc.Config{
-		Binary:    cfg.RuncBinary,
-		Root:      filepath.Join(cfg.StateDir, "runc"),
-		BundleDir: filepath.Join(cfg.StateDir, "bundles"),
+		Binary:       cfg.RuncBinary,
+		Root:         filepath.Join(cfg.StateDir, "runc"),
+		BundleDir:    filepath.Join(cfg.StateDir, "bundles"),
+		CgroupParent: cfg.CgroupParent,
 	}, log.With("component", "runc"))
 	if err != nil {
 		return err
@@ -80,7 +81,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	if err := eg.Start(ctx); err != nil {
 		if errors.Is(err, syscall.EADDRINUSE) {
-			return fmt.Errorf("egress: %w (is another hutchd running? a second instance needs its own --dns-port, --http-port, --tls-port, --nft-table, --if-prefix, --netns-prefix, --subnet and --state-dir)", err)
+			return fmt.Errorf("egress: %w (is another hutchd running? a second instance needs its own --dns-port, --http-port, --tls-port, --nft-table, --if-prefix, --netns-prefix, --subnet, --cgroup-parent and --state-dir)", err)
 		}
 		return fmt.Errorf("egress: %w", err)
 	}

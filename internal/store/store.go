@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -77,6 +78,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
+	// The records hold sandboxes' env vars, which may be secrets: owner only.
+	if err := touchPrivate(path); err != nil {
+		db.Close()
+		return nil, err
+	}
 	// One writer at a time keeps SQLite free of SQLITE_BUSY under concurrent requests.
 	db.SetMaxOpenConns(1)
 	if _, err := db.ExecContext(ctx, schema); err != nil {
@@ -84,6 +90,22 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// touchPrivate creates path (and SQLite's -wal and -shm companions) with mode 0600, or narrows
+// the mode of existing files to 0600.
+func touchPrivate(path string) error {
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		f.Close()
+		if err := os.Chmod(p, 0o600); err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+	}
+	return nil
 }
 
 // Close closes the database.

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -46,6 +47,11 @@ func TestStoreLifecycle(t *testing.T) {
 		t.Fatalf("reused slot = %d; want 0", c.NetSlot)
 	}
 	s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %o; want 0600 (records hold env vars)", p, st.Mode().Perm())
+		}
+	}
 
 	// Reopen: data survives.
 	s, err = Open(ctx, path)

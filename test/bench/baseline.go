@@ -47,7 +47,7 @@ func newRawRunc(work, lower string, res runtime.Resources) (*rawRunc, error) {
 		res:       res,
 		live:      map[string]bool{},
 	}
-	r.rt, err = runc.New(runc.Config{Binary: bin, Root: r.root, BundleDir: r.bundleDir}, slog.New(slog.DiscardHandler))
+	r.rt, err = runc.New(runc.Config{Binary: bin, Root: r.root, BundleDir: r.bundleDir, CgroupParent: "hutchbench"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}

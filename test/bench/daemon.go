@@ -100,6 +100,7 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string) (*daemon, er
 		"--if-prefix", ifPrefix,
 		"--netns-prefix", nsPrefix,
 		"--nft-table", nftTable,
+		"--cgroup-parent", "hutchbench",
 		"--subnet", subnet,
 		"--dns-port", dnsPort,
 		"--http-port", httpPort,

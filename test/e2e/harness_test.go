@@ -34,7 +34,7 @@ const (
 	tlsPort   = "35002"
 	gitHost   = "git.internal"
 	repoRoot  = "../.."
-	cgroupDir = "hutch"
+	cgroupDir = "hutche2e"
 )
 
 var (
@@ -180,6 +180,7 @@ func (dm *daemon) args() []string {
 		"--if-prefix", ifPrefix,
 		"--netns-prefix", nsPrefix,
 		"--nft-table", nftTable,
+		"--cgroup-parent", cgroupDir,
 		"--subnet", subnet,
 		"--dns-port", dnsPort,
 		"--http-port", httpPort,

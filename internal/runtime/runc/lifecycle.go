@@ -251,7 +251,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 func (r *Runtime) CgroupDirs(id string) []string {
 	var dirs []string
 	for _, root := range r.host.cgroupRoots {
-		dirs = append(dirs, filepath.Join(root, cgroupPath(id)))
+		dirs = append(dirs, filepath.Join(root, r.cgroupPath(id)))
 	}
 	return dirs
 }

@@ -45,6 +45,9 @@ type Config struct {
 	// BundleDir holds one bundle directory per container (<BundleDir>/<id>/config.json).
 	// Required.
 	BundleDir string
+	// CgroupParent is the cgroup (below each hierarchy's root) that holds one cgroup per
+	// container; default "hutch". Two hutchd on one host need different ones.
+	CgroupParent string
 }
 
 // Runtime drives runc. It is safe for concurrent use on different container IDs.
@@ -52,8 +55,10 @@ type Runtime struct {
 	binary    string
 	root      string
 	bundleDir string
-	log       *slog.Logger
-	host      hostInfo
+	// cgroupParent: see Config.CgroupParent.
+	cgroupParent string
+	log          *slog.Logger
+	host         hostInfo
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -103,7 +108,14 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{binary: path, root: root, bundleDir: bundles, log: log, host: host}, nil
+	parent := cfg.CgroupParent
+	if parent == "" {
+		parent = "hutch"
+	}
+	if strings.ContainsAny(parent, "/.") || !checkIDPattern(parent) {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: cgroup parent %q must be a plain name", parent)
+	}
+	return &Runtime{binary: path, root: root, bundleDir: bundles, cgroupParent: parent, log: log, host: host}, nil
 }
 
 func probeHost() (hostInfo, error) {
@@ -155,7 +167,7 @@ func checkID(id string) error {
 func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
 
 // cgroupPath is the cgroupsPath of every container, relative to each hierarchy's root.
-func cgroupPath(id string) string { return "/hutch/" + id }
+func (r *Runtime) cgroupPath(id string) string { return "/" + r.cgroupParent + "/" + id }
 
 // command builds a runc invocation with the global flags.
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
@@ -232,4 +244,17 @@ func exitCode(err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ee.ExitCode()
+}
+
+// checkIDPattern reports whether s is 1–63 of [a-z0-9-].
+func checkIDPattern(s string) bool {
+	if s == "" || len(s) > 63 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

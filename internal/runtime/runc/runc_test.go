@@ -43,7 +43,7 @@ func newEnv(t *testing.T) *env {
 	}
 	img := imagetest.Default(t)
 	dir := t.TempDir()
-	rt, err := runc.New(runc.Config{Root: filepath.Join(dir, "runc"), BundleDir: filepath.Join(dir, "bundles")}, slog.New(slog.DiscardHandler))
+	rt, err := runc.New(runc.Config{Root: filepath.Join(dir, "runc"), BundleDir: filepath.Join(dir, "bundles"), CgroupParent: "hutchrt"}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

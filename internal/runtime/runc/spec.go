@@ -104,7 +104,7 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 		Hostname: hostname,
 		Mounts:   defaultMounts(),
 		Linux: &specs.Linux{
-			CgroupsPath: cgroupPath(s.ID),
+			CgroupsPath: r.cgroupPath(s.ID),
 			Namespaces:  r.namespaces(s.NetNSPath),
 			Resources:   r.resources(s.Resources),
 			Seccomp:     DefaultSeccomp(),

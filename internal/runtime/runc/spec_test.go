@@ -11,7 +11,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime"
 )
 
-func testRuntime(h hostInfo) *Runtime { return &Runtime{host: h} }
+func testRuntime(h hostInfo) *Runtime { return &Runtime{host: h, cgroupParent: "hutch"} }
 
 func TestBuildSpec(t *testing.T) {
 	r := testRuntime(hostInfo{memsw: true, cgroupNS: true, ipv6: true, nofile: 4096})
