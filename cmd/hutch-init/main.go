@@ -106,7 +106,7 @@ func prestartThreads(n int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts := unix.NsecToTimespec(int64(30 * time.Millisecond))
+			ts := unix.NsecToTimespec(int64(20 * time.Millisecond))
 			_ = unix.Nanosleep(&ts, nil)
 		}()
 	}
@@ -114,7 +114,8 @@ func prestartThreads(n int) {
 }
 
 func run(cfg config, log *slog.Logger) error {
-	prestartThreads(spareThreads)
+	// In the background: the socket is served at once, the first command need not wait.
+	go prestartThreads(spareThreads)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
 	if err := os.MkdirAll(cfg.stateDir, 0o700); err != nil {
