@@ -158,9 +158,9 @@ func TestContainerLifecycle(t *testing.T) {
 	// Host-side cgroup limits.
 	if runtimeIsV1() {
 		for file, want := range map[string]string{
-			"memory/hutch/" + id + "/memory.limit_in_bytes": strconv.Itoa(256 << 20),
-			"pids/hutch/" + id + "/pids.max":                "64",
-			"cpu/hutch/" + id + "/cpu.cfs_quota_us":         "50000",
+			"memory/hutchrt/" + id + "/memory.limit_in_bytes": strconv.Itoa(256 << 20),
+			"pids/hutchrt/" + id + "/pids.max":                "64",
+			"cpu/hutchrt/" + id + "/cpu.cfs_quota_us":         "50000",
 		} {
 			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", file))
 			if err != nil || strings.TrimSpace(string(b)) != want {
