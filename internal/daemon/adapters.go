@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/image"
+	"github.com/hutchdev/hutch/internal/lines"
 	"github.com/hutchdev/hutch/internal/netns"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -47,11 +47,11 @@ func (i *images) ensureDefault(ctx context.Context, progress io.Writer) (image.I
 	if progress == nil {
 		// A build on first need (a create that found no image) shows its progress in hutchd's
 		// log, line by line.
-		lw := &logLines{log: i.log}
-		defer lw.flush()
+		i.log.InfoContext(ctx, "building the default image on first need (debootstrap; minutes)", "id", i.store.Default().ID())
+		lw := lines.NewWriter(func(line string) { i.log.Info("image build", "line", line) })
+		defer lw.Flush()
 		progress = lw
 	}
-	i.log.InfoContext(ctx, "ensuring the default image (built once with debootstrap; minutes the first time)", "id", i.store.Default().ID())
 	return i.store.Ensure(ctx, i.store.Default(), progress)
 }
 
@@ -80,30 +80,6 @@ func (i *images) Build(ctx context.Context, name string, progress io.Writer) (se
 
 func imageInfo(img image.Image) server.ImageInfo {
 	return server.ImageInfo{ID: img.ID, Name: img.Name, Packages: img.Packages, CreatedAt: img.CreatedAt, SizeBytes: img.SizeBytes}
-}
-
-// logLines writes each complete line to the log at info level.
-type logLines struct {
-	log *slog.Logger
-	buf []byte
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			return len(p), nil
-		}
-		l.log.Info("image build", "line", string(l.buf[:i]))
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (l *logLines) flush() {
-	if len(l.buf) > 0 {
-		l.log.Info("image build", "line", string(l.buf))
-	}
 }
 
 // networks adapts netns.Manager to the sandbox manager.

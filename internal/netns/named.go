@@ -59,35 +59,18 @@ func createNamed(path string) error {
 	}
 	f.Close()
 
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns: open current namespace: %w", err)
-			return
-		}
-		defer orig.Close()
+	err = onThreadIn(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns: unshare: %w", err)
-			return
+			return fmt.Errorf("netns: unshare: %w", err)
 		}
-		mountErr := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, "")
-		if err := netns.Set(orig); err != nil {
-			// Leave the thread locked: it dies with this goroutine.
-			errc <- errors.Join(mountErr, fmt.Errorf("netns: restore thread namespace: %w", err))
-			return
+		return nil
+	}, func() error {
+		if err := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, ""); err != nil {
+			return fmt.Errorf("netns: bind-mount namespace at %s: %w", path, err)
 		}
-		runtime.UnlockOSThread()
-		if mountErr != nil {
-			errc <- fmt.Errorf("netns: bind-mount namespace at %s: %w", path, mountErr)
-			return
-		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
+		return nil
+	})
+	if err != nil {
 		os.Remove(path)
 		return err
 	}
@@ -106,8 +89,20 @@ func removeNamed(path string) error {
 }
 
 // inNS runs fn on a locked OS thread switched into ns, then switches back. fn must not start
-// goroutines that expect to run in ns. If the thread cannot be restored it is discarded.
+// goroutines that expect to run in ns.
 func inNS(ns netns.NsHandle, fn func() error) error {
+	return onThreadIn(func() error {
+		if err := netns.Set(ns); err != nil {
+			return fmt.Errorf("netns: enter namespace: %w", err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThreadIn runs fn on a locked OS thread after enter has moved that thread to another
+// network namespace, then moves it back. If the thread cannot be restored it stays locked and
+// dies with its goroutine, so no other goroutine ever runs in the wrong namespace.
+func onThreadIn(enter, fn func() error) error {
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -118,9 +113,9 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
+		if err := enter(); err != nil {
 			runtime.UnlockOSThread()
-			errc <- fmt.Errorf("netns: enter namespace: %w", err)
+			errc <- err
 			return
 		}
 		fnErr := fn()

@@ -1,11 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"net/http"
-	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/lines"
 	"github.com/hutchdev/hutch/internal/sse"
 )
 
@@ -34,43 +33,12 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		req.Name = "default"
 	}
 	out := sse.NewWriter(w)
-	lw := &lineWriter{send: func(line string) { _ = out.Send(map[string]any{"type": "progress", "message": line}) }}
+	lw := lines.NewWriter(func(line string) { _ = out.Send(map[string]any{"type": "progress", "message": line}) })
 	img, err := s.images.Build(r.Context(), req.Name, lw)
-	lw.flush()
+	lw.Flush()
 	if err != nil {
 		_ = out.Send(map[string]any{"type": "error", "code": errdefs.CodeOf(err), "error": err.Error()})
 		return
 	}
 	_ = out.Send(map[string]any{"type": "complete", "image": img})
-}
-
-// lineWriter turns written bytes into whole lines.
-type lineWriter struct {
-	mu   sync.Mutex
-	buf  []byte // guarded by mu
-	send func(string)
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			break
-		}
-		l.send(string(bytes.TrimRight(l.buf[:i], "\r")))
-		l.buf = l.buf[i+1:]
-	}
-	return len(p), nil
-}
-
-func (l *lineWriter) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.send(string(l.buf))
-		l.buf = nil
-	}
 }

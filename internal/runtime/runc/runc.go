@@ -112,8 +112,8 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if parent == "" {
 		parent = "hutch"
 	}
-	if strings.ContainsAny(parent, "/.") || !checkIDPattern(parent) {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: cgroup parent %q must be a plain name", parent)
+	if !idPattern.MatchString(parent) {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
 	}
 	return &Runtime{binary: path, root: root, bundleDir: bundles, cgroupParent: parent, log: log, host: host}, nil
 }
@@ -244,17 +244,4 @@ func exitCode(err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ee.ExitCode()
-}
-
-// checkIDPattern reports whether s is 1–63 of [a-z0-9-].
-func checkIDPattern(s string) bool {
-	if s == "" || len(s) > 63 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
