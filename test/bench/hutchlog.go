@@ -128,7 +128,7 @@ func readTraces(path string, ids []string) (map[string]*createTrace, error) {
 
 // printCreateBreakdown splits hutch's cold create → first exec into the steps hutchd logs.
 func (b *bench) printCreateBreakdown(out io.Writer) {
-	traces, err := readTraces(b.d.logPath, b.coldIDs)
+	traces, err := readTraces(b.d.LogPath, b.coldIDs)
 	if err != nil {
 		fmt.Fprintf(out, "\ncreate breakdown: %v\n", err)
 		return

@@ -40,6 +40,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
@@ -128,7 +129,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 
 	progress("building hutchd and hutch-init")
 	bins := work + "/bin"
-	if err := buildBinaries(root, bins); err != nil {
+	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
 		return err
 	}
 	progress("starting hutchd")
@@ -138,21 +139,20 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	defer func() {
 		progress("cleaning up")
-		if derr := d.destroyAll(); derr != nil {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if derr := d.DestroyAll(dctx); derr != nil {
 			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
 		}
-		d.stop()
+		d.Stop()
 		switch {
 		case cfg.keepWork:
-			progress("hutchd log: %s", d.logPath)
+			progress("hutchd log: %s", d.LogPath)
 		case err != nil && ctx.Err() == nil:
-			progress("hutchd log (tail):\n%s", d.logTail())
+			progress("hutchd log (tail):\n%s", d.LogTail())
 		}
 	}()
-	c, err := d.client()
-	if err != nil {
-		return err
-	}
+	c := d.Client()
 	progress("ensuring the default image (builds it if missing; minutes)")
 	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
 		return err

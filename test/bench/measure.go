@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/hutchdev/hutch/internal/daemontest"
 	"io"
 	"strings"
 	"time"
@@ -15,7 +16,7 @@ type bench struct {
 	cfg  config
 	c    *client.Client
 	raw  *rawRunc
-	d    *daemon
+	d    *daemontest.Daemon
 	tag  string // random, in every ID of this run
 	opts *client.SandboxOptions
 
@@ -123,7 +124,7 @@ func (b *bench) execRoundTrip(ctx context.Context) error {
 		defer cancel()
 		_ = sb.Destroy(cctx)
 	}()
-	agent, err := newAgentDirect(ctx, b.d.state, sb.ID())
+	agent, err := newAgentDirect(ctx, b.d.StateDir, sb.ID())
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 func TestConcurrentGetOrCreate(t *testing.T) {
 	requireEnv(t)
 	const id = "e2e-race"
-	t.Cleanup(func() { d.client().SandboxHandle(id).Destroy(ctxT(t, time.Minute)) })
+	t.Cleanup(func() { d.Client().SandboxHandle(id).Destroy(ctxT(t, time.Minute)) })
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -30,7 +30,7 @@ func TestConcurrentGetOrCreate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := d.client() // a client (connection pool) per caller
+			c := d.Client() // a client (connection pool) per caller
 			sb, err := c.Sandbox(ctxT(t, 5*time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
 			mu.Lock()
 			defer mu.Unlock()
@@ -50,7 +50,7 @@ func TestConcurrentGetOrCreate(t *testing.T) {
 	if created != 1 {
 		t.Fatalf("%d calls created the sandbox; want exactly 1", created)
 	}
-	list, err := d.client().ListSandboxes(ctxT(t, time.Minute))
+	list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +108,13 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req, err := http.NewRequestWithContext(ctxT(t, time.Minute), tt.method, d.url()+tt.path, bytes.NewReader(tt.body))
+			req, err := http.NewRequestWithContext(ctxT(t, time.Minute), tt.method, d.URL()+tt.path, bytes.NewReader(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
 			switch tt.token {
 			case "":
-				req.Header.Set("Authorization", "Bearer "+d.token)
+				req.Header.Set("Authorization", "Bearer "+d.Token)
 			case "-":
 			default:
 				req.Header.Set("Authorization", "Bearer "+tt.token)
@@ -147,7 +147,7 @@ func TestBadInput(t *testing.T) {
 
 func sandboxIDs(t *testing.T) []string {
 	t.Helper()
-	list, err := d.client().ListSandboxes(ctxT(t, time.Minute))
+	list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}

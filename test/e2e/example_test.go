@@ -15,16 +15,16 @@ import (
 // registry through the egress proxy, and npm test (mocha), streamed.
 func TestAgentSessionExample(t *testing.T) {
 	requireEnv(t)
-	t.Cleanup(func() { d.client().SandboxHandle("e2e-agent-session-47").Destroy(ctxT(t, time.Minute)) })
+	t.Cleanup(func() { d.Client().SandboxHandle("e2e-agent-session-47").Destroy(ctxT(t, time.Minute)) })
 	cmd := exec.CommandContext(ctxT(t, 15*time.Minute), filepath.Join(bins, "agent-session"),
-		"--url", d.url(), "--token", d.token, "--sandbox", "e2e-agent-session-47",
+		"--url", d.URL(), "--token", d.Token, "--sandbox", "e2e-agent-session-47",
 		"--git-listen", gitAddr, "--git-host", gitHost)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	t.Logf("example output:\n%s", out.String())
 	if err != nil {
-		t.Fatalf("agent-session example: %v\nhutchd log:\n%s", err, d.logTail())
+		t.Fatalf("agent-session example: %v\nhutchd log:\n%s", err, d.LogTail())
 	}
 	for _, want := range []string{"cloned http://git.internal/node-demo.git", "3 passing", "npm test exited with 0"} {
 		if !strings.Contains(out.String(), want) {
@@ -36,10 +36,10 @@ func TestAgentSessionExample(t *testing.T) {
 // TestCLI drives the hutch CLI as a user would.
 func TestCLI(t *testing.T) {
 	requireEnv(t)
-	t.Cleanup(func() { d.client().SandboxHandle("e2e-cli").Destroy(ctxT(t, time.Minute)) })
+	t.Cleanup(func() { d.Client().SandboxHandle("e2e-cli").Destroy(ctxT(t, time.Minute)) })
 	hutch := func(stdin string, args ...string) (string, string, int) {
 		cmd := exec.CommandContext(ctxT(t, 5*time.Minute), filepath.Join(bins, "hutch"), args...)
-		cmd.Env = append(os.Environ(), "HUTCH_URL="+d.url(), "HUTCH_TOKEN="+d.token)
+		cmd.Env = append(os.Environ(), "HUTCH_URL="+d.URL(), "HUTCH_TOKEN="+d.Token)
 		cmd.Stdin = strings.NewReader(stdin)
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e

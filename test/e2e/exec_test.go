@@ -104,8 +104,8 @@ func TestExecAcceptance(t *testing.T) {
 	})
 	t.Run("E6 cut stream is an error", func(t *testing.T) {
 		// A proxy between the SDK and hutchd cuts the connection after the first output.
-		cut := newCuttingProxy(t, d.listen, []byte("tick"))
-		c, err := client.New("http://"+cut, d.token)
+		cut := newCuttingProxy(t, d.Listen, []byte("tick"))
+		c, err := client.New("http://"+cut, d.Token)
 		if err != nil {
 			t.Fatal(err)
 		}

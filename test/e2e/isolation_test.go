@@ -68,7 +68,7 @@ func TestIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	gateway := gatewayOf(t, infoA.Address)
-	apiPort := mustPort(t, d.listen)
+	apiPort := mustPort(t, d.Listen)
 	svcPort, hits := hostListener(t)
 	// A server inside sandbox b, to see whether a can reach it.
 	if _, err := b.Exec(ctxT(t, time.Minute), "nohup python3 -m http.server 8080 >/dev/null 2>&1 &", nil); err != nil {
@@ -135,8 +135,8 @@ except Exception as e:
 			t.Fatal(err)
 		}
 		defer os.Remove(marker)
-		out := mustExec(t, a, "cat "+marker+" 2>&1 || true; cat "+filepath.Join(d.state, "token")+" 2>&1 || true")
-		if strings.Contains(out, "hutch-marker-4711") || strings.Contains(out, d.token) {
+		out := mustExec(t, a, "cat "+marker+" 2>&1 || true; cat "+filepath.Join(d.StateDir, "token")+" 2>&1 || true")
+		if strings.Contains(out, "hutch-marker-4711") || strings.Contains(out, d.Token) {
 			t.Fatalf("host files visible in the sandbox: %q", out)
 		}
 	})

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -32,7 +33,7 @@ func (l leftovers) String() string {
 
 func runcContainers(t *testing.T) map[string]string {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(d.state, "runc"), "list", "--format", "json").Output()
+	out, err := exec.Command("runc", "--root", filepath.Join(d.StateDir, "runc"), "list", "--format", "json").Output()
 	if err != nil {
 		t.Fatalf("runc list: %v", err)
 	}
@@ -79,7 +80,7 @@ func scanLeftovers(t *testing.T) leftovers {
 			}
 		}
 	}
-	l.mounts = mountsUnder(filepath.Join(d.state, "sandboxes"))
+	l.mounts = mountsUnder(filepath.Join(d.StateDir, "sandboxes"))
 	for _, ctl := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
 		ents, err := os.ReadDir(filepath.Join(ctl, cgroupDir))
 		if err != nil {
@@ -122,7 +123,7 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	requireEnv(t)
 	ids := []string{"e2e-rec-0", "e2e-rec-1", "e2e-rec-2", "e2e-rec-3"}
 	// One running sandbox with a process that must survive the restart (re-adoption).
-	survivor, err := d.client().Sandbox(ctxT(t, 5*time.Minute), "e2e-rec-keep", &client.SandboxOptions{InstanceType: "lite"})
+	survivor, err := d.Client().Sandbox(ctxT(t, 5*time.Minute), "e2e-rec-keep", &client.SandboxOptions{InstanceType: "lite"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,25 +139,25 @@ func TestRecoveryAfterKill9(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			// Errors are expected: the daemon dies under these calls.
-			d.client().Sandbox(ctxT(t, time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
+			d.Client().Sandbox(ctxT(t, time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
 		}()
 	}
 	deadline := time.Now().Add(time.Minute)
 	for !anyNetns(ids) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	d.kill9()
+	d.Kill9()
 	wg.Wait()
-	if err := d.start(); err != nil {
+	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		for _, id := range append(ids, "e2e-rec-keep") {
-			d.client().SandboxHandle(id).Destroy(ctxT(t, time.Minute))
+			d.Client().SandboxHandle(id).Destroy(ctxT(t, time.Minute))
 		}
 	})
 
-	list, err := d.client().ListSandboxes(ctxT(t, time.Minute))
+	list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,9 +196,9 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	// Every sandbox works again (stopped ones start on demand).
 	for _, id := range append(ids, "e2e-rec-keep") {
-		sb, err := d.client().Sandbox(ctxT(t, 5*time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
+		sb, err := d.Client().Sandbox(ctxT(t, 5*time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
 		if err != nil {
-			t.Fatalf("Sandbox(%s) after recovery: %v\n%s", id, err, d.logTail())
+			t.Fatalf("Sandbox(%s) after recovery: %v\n%s", id, err, d.LogTail())
 		}
 		if got := mustExec(t, sb, "hostname"); got != id+"\n" {
 			t.Fatalf("hostname in %s = %q", id, got)
@@ -205,13 +206,13 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	// Destroying everything leaves nothing.
 	for _, id := range append(ids, "e2e-rec-keep") {
-		if err := d.client().SandboxHandle(id).Destroy(ctxT(t, time.Minute)); err != nil {
+		if err := d.Client().SandboxHandle(id).Destroy(ctxT(t, time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	l = scanLeftovers(t)
 	others := 0 // sandboxes of tests running in parallel are not ours to count
-	if lst, err := d.client().ListSandboxes(ctxT(t, time.Minute)); err == nil {
+	if lst, err := d.Client().ListSandboxes(ctxT(t, time.Minute)); err == nil {
 		others = len(lst)
 	}
 	if others == 0 && (len(l.containers)+len(l.netns)+len(l.links)+len(l.mounts)+len(l.inits)+len(l.cgroups) > 0) {

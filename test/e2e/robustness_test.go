@@ -20,7 +20,7 @@ func TestBigBufferedOutputInLiteSandbox(t *testing.T) {
 	for _, cmd := range []string{"head -c 20M /dev/zero", "head -c 20M /dev/urandom"} {
 		res, err := sb.Exec(ctxT(t, 5*time.Minute), cmd, nil)
 		if err != nil {
-			t.Fatalf("Exec(%s) = %v\nhutchd log:\n%s", cmd, err, d.logTail())
+			t.Fatalf("Exec(%s) = %v\nhutchd log:\n%s", cmd, err, d.LogTail())
 		}
 		if !res.Truncated || len(res.Stdout) != 16<<20 || res.ExitCode != 0 {
 			t.Fatalf("Exec(%s): truncated=%v, %d bytes, exit %d; want truncated at 16 MiB", cmd, res.Truncated, len(res.Stdout), res.ExitCode)

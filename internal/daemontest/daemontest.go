@@ -1,0 +1,192 @@
+// Package daemontest runs a real hutchd process for end-to-end tests and benchmarks: it builds
+// the binaries, starts hutchd with a private state directory and the caller's flags, waits for
+// its API, and stops it (SIGTERM), kills it (SIGKILL, as a crash would) or starts it again.
+package daemontest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// Build builds ./cmd/<name> (and any other package path given as "name=./path") of the module
+// at root into dir, with cgo off so hutch-init is static.
+func Build(root, dir string, names ...string) error {
+	for _, n := range names {
+		name, pkg, ok := strings.Cut(n, "=")
+		if !ok {
+			pkg = "./cmd/" + name
+		}
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		}
+	}
+	return nil
+}
+
+// FreeAddr returns a loopback address with a port free at the time of the call.
+func FreeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// Daemon is one hutchd process (and its restarts).
+type Daemon struct {
+	Bins     string   // directory with hutchd and hutch-init
+	StateDir string   // --state-dir
+	Listen   string   // --listen
+	LogPath  string   // hutchd's stdout and stderr, appended across restarts
+	Args     []string // further flags
+	Token    string   // set by Start
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd     // guarded by mu
+	done chan struct{} // guarded by mu: closed when cmd has exited
+	log  *os.File      // guarded by mu
+}
+
+// New returns a Daemon with a free listen address; the caller fills Args, then calls Start.
+func New(bins, stateDir, logPath string) (*Daemon, error) {
+	listen, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	return &Daemon{Bins: bins, StateDir: stateDir, Listen: listen, LogPath: logPath}, nil
+}
+
+// URL is hutchd's base URL.
+func (d *Daemon) URL() string { return "http://" + d.Listen }
+
+// Start launches hutchd (in its own process group, so a terminal's Ctrl-C reaches only the
+// caller) and waits up to a minute for /v1/health; then it reads the API token.
+func (d *Daemon) Start(ctx context.Context) error {
+	f, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--state-dir", d.StateDir,
+		"--listen", d.Listen,
+		"--agent-binary", filepath.Join(d.Bins, "hutch-init"),
+	}, d.Args...)
+	cmd := exec.Command(filepath.Join(d.Bins, "hutchd"), args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return fmt.Errorf("start hutchd: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	d.mu.Lock()
+	d.cmd, d.done, d.log = cmd, done, f
+	d.mu.Unlock()
+
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(d.URL() + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			d.Stop()
+			return fmt.Errorf("hutchd did not become healthy; log:\n%s", d.LogTail())
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("hutchd exited; log:\n%s", d.LogTail())
+		case <-ctx.Done():
+			d.Stop()
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	tok, err := os.ReadFile(filepath.Join(d.StateDir, "token"))
+	if err != nil {
+		d.Stop()
+		return err
+	}
+	d.Token = strings.TrimSpace(string(tok))
+	return nil
+}
+
+// Kill9 kills hutchd with SIGKILL, as a crash would, and waits for it.
+func (d *Daemon) Kill9() { d.end(syscall.SIGKILL) }
+
+// Stop ends hutchd with SIGTERM (SIGKILL after 30 s) and waits for it.
+func (d *Daemon) Stop() { d.end(syscall.SIGTERM) }
+
+func (d *Daemon) end(sig syscall.Signal) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil {
+		return
+	}
+	_ = d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.done
+	}
+	d.log.Close()
+	d.cmd = nil
+}
+
+// Client returns an SDK client for this hutchd.
+func (d *Daemon) Client() *client.Client {
+	c, err := client.New(d.URL(), d.Token)
+	if err != nil {
+		panic(err) // URL() is always a valid http URL
+	}
+	return c
+}
+
+// LogTail returns the last 8000 bytes of hutchd's log.
+func (d *Daemon) LogTail() string {
+	b, _ := os.ReadFile(d.LogPath)
+	if len(b) > 8000 {
+		b = b[len(b)-8000:]
+	}
+	return string(b)
+}
+
+// DestroyAll destroys every sandbox of this hutchd.
+func (d *Daemon) DestroyAll(ctx context.Context) error {
+	c := d.Client()
+	list, err := c.ListSandboxes(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range list {
+		if err := c.SandboxHandle(sb.ID).Destroy(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("destroy %s: %w", sb.ID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
