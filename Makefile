@@ -7,12 +7,13 @@ BIN := bin
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-build: ## build hutchd, hutch, hutch-init (static) and the example into ./bin
+build: ## build hutchd, hutch, hutch-init (static) and the examples into ./bin
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/hutchd ./cmd/hutchd
 	$(GO) build -o $(BIN)/hutch ./cmd/hutch
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/hutch-init ./cmd/hutch-init
 	$(GO) build -o $(BIN)/agent-session ./examples/agent-session
+	$(GO) build -o $(BIN)/dev-server ./examples/dev-server
 
 test: ## run the whole test suite (as root)
 	bash scripts/test.sh

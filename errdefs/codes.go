@@ -68,6 +68,22 @@ const (
 	CodeGitTargetExists   Code = "GIT_TARGET_EXISTS"
 	CodeGitCloneFailed    Code = "GIT_CLONE_FAILED"
 
+	// Background processes (api/agent.md "Processes").
+	CodeProcessNotFound     Code = "PROCESS_NOT_FOUND"
+	CodeProcessExists       Code = "PROCESS_ALREADY_EXISTS"
+	CodeProcessReadyTimeout Code = "PROCESS_READY_TIMEOUT"       // a wait (log, port, exit) timed out
+	CodeProcessExitedEarly  Code = "PROCESS_EXITED_BEFORE_READY" // context: exitCode, status
+	CodeInvalidPattern      Code = "INVALID_PATTERN"             // a waitForLog regex that does not compile
+
+	// Ports and preview URLs.
+	CodeInvalidPort          Code = "INVALID_PORT"         // out of range (1024–65535) or reserved
+	CodeInvalidToken         Code = "INVALID_TOKEN"        // a preview URL that does not route: bad token, unexposed port, unknown sandbox (404, as the reference)
+	CodeBadPortToken         Code = "INVALID_PORT_TOKEN"   // a custom token at expose time that breaks the rules (1–16 of [a-z0-9_])
+	CodeTokenInUse           Code = "PORT_TOKEN_IN_USE"    // the token already serves another port of the sandbox
+	CodePortAlreadyExposed   Code = "PORT_ALREADY_EXPOSED" // exposed before with another token or name
+	CodePortNotExposed       Code = "PORT_NOT_EXPOSED"
+	CodeServiceNotResponding Code = "SERVICE_NOT_RESPONDING" // preview: nothing answers on the port in the sandbox
+
 	// Egress (sandbox → world traffic through hutchd's proxy).
 	CodeEgressDenied   Code = "EGRESS_DENIED"          // destination refused by policy or the address floor
 	CodeEgressUpstream Code = "EGRESS_UPSTREAM_FAILED" // allowed destination could not be reached
@@ -131,6 +147,20 @@ var codes = map[Code]codeInfo{
 	CodeGitNetwork:        {ErrUnavailable, http.StatusBadGateway},
 	CodeGitTargetExists:   {ErrAlreadyExists, http.StatusConflict},
 	CodeGitCloneFailed:    {ErrInternal, http.StatusInternalServerError},
+
+	CodeProcessNotFound:     {ErrNotFound, http.StatusNotFound},
+	CodeProcessExists:       {ErrAlreadyExists, http.StatusConflict},
+	CodeProcessReadyTimeout: {ErrDeadlineExceeded, http.StatusRequestTimeout},
+	CodeProcessExitedEarly:  {ErrFailedPrecondition, http.StatusConflict},
+	CodeInvalidPattern:      {ErrInvalidArgument, http.StatusBadRequest},
+
+	CodeInvalidPort:          {ErrInvalidArgument, http.StatusBadRequest},
+	CodeInvalidToken:         {ErrNotFound, http.StatusNotFound},
+	CodeBadPortToken:         {ErrInvalidArgument, http.StatusBadRequest},
+	CodeTokenInUse:           {ErrConflict, http.StatusConflict},
+	CodePortAlreadyExposed:   {ErrConflict, http.StatusConflict},
+	CodePortNotExposed:       {ErrNotFound, http.StatusNotFound},
+	CodeServiceNotResponding: {ErrUnavailable, http.StatusBadGateway},
 
 	CodeEgressDenied:   {ErrPermissionDenied, http.StatusForbidden},
 	CodeEgressUpstream: {ErrUnavailable, http.StatusBadGateway},

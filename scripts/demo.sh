@@ -2,7 +2,9 @@
 # The first README command: set up the host, build Hutch, build the default image if missing,
 # start hutchd (left running), and run the example of the reference system's flow: sandbox
 # "agent-session-47" clones a Node project from a git server on this host, runs npm install
-# against the npm registry through the egress proxy, and runs npm test.
+# against the npm registry through the egress proxy, and runs npm test; then sandbox
+# "dev-server-demo" runs a Vite dev server as a background process, waits for its "Local:" line,
+# exposes the port and loads the page through its preview URL (in headless Chromium too).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,4 +37,6 @@ echo "==> default image (built once with debootstrap, then reused)"
 
 echo "==> running examples/agent-session"
 ./bin/agent-session --git-listen "$GIT_ADDR" --git-host git.internal
-echo "==> hutchd keeps running (pid $(pgrep -f 'bin/hutchd' | head -1)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo"
+echo "==> running examples/dev-server"
+./bin/dev-server --browser "$(command -v chromium)"
+echo "==> hutchd keeps running (pid $(pgrep -f 'bin/hutchd' | head -1)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo, ./bin/hutch ps dev-server-demo, ./bin/hutch ports dev-server-demo"

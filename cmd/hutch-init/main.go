@@ -7,7 +7,7 @@
 // tree can be found and killed.
 //
 // Usage: hutch-init [serve] [--socket PATH | --listen-fd N] [--workdir DIR] [--state-dir DIR]
-// [--log-level LEVEL]
+// [--process-dir DIR] [--process-log-bytes N] [--process-retention DURATION] [--log-level LEVEL]
 package main
 
 import (
@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
 
@@ -35,7 +36,12 @@ type config struct {
 	listenFD int
 	workdir  string
 	stateDir string
-	logLevel slog.Level
+	// Background processes: where their records and logs are kept, the default log buffer
+	// per stream (bytes), and how long finished ones are kept.
+	processDir       string
+	processLogBytes  int
+	processRetention time.Duration
+	logLevel         slog.Level
 }
 
 func parse(args []string) (config, error) {
@@ -45,9 +51,18 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&c.listenFD, "listen-fd", 0, "serve on this inherited listening socket (e.g. 3) instead of --socket")
 	fs.StringVar(&c.workdir, "workdir", "/workspace", "default cwd of sessions (created if missing)")
 	fs.StringVar(&c.stateDir, "state-dir", "/run/hutch-agent", "private directory for per-command state files")
+	fs.StringVar(&c.processDir, "process-dir", "/var/lib/hutch-agent/processes", "directory for the records and logs of background processes (mode 0700)")
+	fs.IntVar(&c.processLogBytes, "process-log-bytes", process.DefaultLogBytes, "default log buffer per stream of a background process, in bytes (65536-268435456)")
+	fs.DurationVar(&c.processRetention, "process-retention", process.DefaultRetention, "how long finished background processes are kept")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.processLogBytes < process.MinLogBytes || c.processLogBytes > process.MaxLogBytes {
+		return c, fmt.Errorf("--process-log-bytes %d: want %d-%d", c.processLogBytes, process.MinLogBytes, process.MaxLogBytes)
+	}
+	if c.processRetention <= 0 {
+		return c, fmt.Errorf("--process-retention %s: want a positive duration", c.processRetention)
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -133,7 +148,8 @@ func run(cfg config, log *slog.Logger) error {
 	}
 	srv, err := agent.New(agent.Config{
 		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
-		Shim: []string{self, "shim", "--fds", "2", "--"},
+		Shim:       []string{self, "shim", "--fds", "2", "--"},
+		ProcessDir: cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
 	})
 	if err != nil {
 		return err

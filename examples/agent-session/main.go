@@ -11,14 +11,11 @@ package main
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,9 +31,8 @@ func main() {
 
 func run() int {
 	var (
-		url      = flag.String("url", os.Getenv("HUTCH_URL"), "hutchd URL (default: discovered from the state dir)")
-		tok      = flag.String("token", os.Getenv("HUTCH_TOKEN"), "API token (default: <state>/token)")
-		state    = flag.String("state-dir", envOr("HUTCH_STATE_DIR", "/var/lib/hutch"), "hutchd state directory")
+		url      = flag.String("url", "", "hutchd URL (default: discovered like the CLI)")
+		tok      = flag.String("token", "", "API token (default: discovered like the CLI)")
 		id       = flag.String("sandbox", "agent-session-47", "sandbox ID")
 		gitAddr  = flag.String("git-listen", "127.0.0.1:8418", "address of the example's git server on the host")
 		gitHost  = flag.String("git-host", "git.internal", "name the sandbox uses for the git server (an hutchd upstream)")
@@ -49,7 +45,7 @@ func run() int {
 	ctx, cancelT := context.WithTimeout(ctx, *deadline)
 	defer cancelT()
 
-	baseURL, token, err := discover(*url, *tok, *state)
+	baseURL, token, err := client.Discover(*url, *tok, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-session:", err)
 		return 2
@@ -113,35 +109,4 @@ func run() int {
 
 func step(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "==> "+format+"\n", args...)
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
-}
-
-// discover finds hutchd's URL and token the way the CLI does: explicit values, else the files
-// hutchd writes in its state directory.
-func discover(url, token, state string) (string, string, error) {
-	if url == "" {
-		url = client.DefaultURL
-		if b, err := os.ReadFile(filepath.Join(state, "hutchd.json")); err == nil {
-			var f struct {
-				URL string `json:"url"`
-			}
-			if json.Unmarshal(b, &f) == nil && f.URL != "" {
-				url = f.URL
-			}
-		}
-	}
-	if token == "" {
-		b, err := os.ReadFile(filepath.Join(state, "token"))
-		if err != nil {
-			return "", "", fmt.Errorf("no token: %w (run as root or set HUTCH_TOKEN)", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	return url, token, nil
 }

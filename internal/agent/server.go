@@ -1,5 +1,5 @@
 // Package agent is hutch-init's HTTP server: it wires the agent protocol (api/agent.md) on a
-// unix socket to the session, files and gitclone packages, and turns errors into
+// unix socket to the session, process, files and gitclone packages, and turns errors into
 // errdefs envelopes.
 package agent
 
@@ -13,11 +13,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/session"
 )
+
+// processShutdownGrace is how long background processes get between SIGTERM and SIGKILL when
+// the agent shuts down.
+const processShutdownGrace = 3 * time.Second
 
 // Config configures a Server.
 type Config struct {
@@ -35,6 +41,15 @@ type Config struct {
 	// `shim --fds 2 --`), which makes the command's whole tree findable; nil starts bash
 	// directly (tests).
 	Shim []string
+	// ProcessDir keeps the records and held logs of background processes across agent
+	// restarts (created with mode 0700); empty keeps them in memory only. A directory that
+	// cannot be used is logged and the records are kept in memory.
+	ProcessDir string
+	// ProcessLogBytes is the default log buffer per stream of a background process, in bytes
+	// (64 KiB–256 MiB); 0 means 4 MiB.
+	ProcessLogBytes int
+	// ProcessRetention is how long finished background processes are kept; 0 means 1 h.
+	ProcessRetention time.Duration
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -42,6 +57,7 @@ type Config struct {
 // Server serves the agent protocol. It is safe for concurrent use.
 type Server struct {
 	sessions *session.Manager
+	procs    *process.Manager
 	workdir  string
 	version  string
 	log      *slog.Logger
@@ -78,7 +94,18 @@ func New(cfg Config) (*Server, error) {
 	if version == "" {
 		version = "dev"
 	}
-	s := &Server{sessions: m, workdir: m.Workdir(), version: version, log: log}
+	pcfg := process.Config{Sessions: m, Dir: cfg.ProcessDir, LogBytes: cfg.ProcessLogBytes, Retention: cfg.ProcessRetention, Logger: log}
+	procs, err := process.NewManager(pcfg)
+	if err != nil && cfg.ProcessDir != "" {
+		log.Warn("process dir unusable, keeping process records in memory", "process_dir", cfg.ProcessDir, "err", err)
+		pcfg.Dir = ""
+		procs, err = process.NewManager(pcfg)
+	}
+	if err != nil {
+		m.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	s := &Server{sessions: m, procs: procs, workdir: m.Workdir(), version: version, log: log}
 	s.routes = map[string]map[string]handlerFunc{
 		"/api/ping":           {http.MethodGet: s.handlePing},
 		"/api/session/create": {http.MethodPost: s.handleSessionCreate},
@@ -104,6 +131,10 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP routes a request. Unknown paths give 404 NOT_FOUND, known paths with another
 // method 405 METHOD_NOT_ALLOWED.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, processPrefix) {
+		s.serveProcess(w, r)
+		return
+	}
 	methods, ok := s.routes[r.URL.Path]
 	if !ok {
 		s.writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
@@ -119,7 +150,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Serve serves on ln until ctx ends, then kills every running command and shuts down. It
+// Serve serves on ln until ctx ends, then terminates the background processes (SIGTERM, 3 s,
+// SIGKILL; their final records are saved), kills every running command and shuts down. It
 // returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
@@ -127,10 +159,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		s.sessions.Close()
+		s.Close()
 		return fmt.Errorf("agent: serve: %w", err)
 	case <-ctx.Done():
 	}
+	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -141,8 +174,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close kills every running command.
-func (s *Server) Close() { s.sessions.Close() }
+// Close terminates the background processes (as Serve does at shutdown; no new ones start)
+// and kills every running command.
+func (s *Server) Close() {
+	s.procs.Shutdown(processShutdownGrace)
+	s.sessions.Close()
+}
 
 // Listen listens on the unix socket at path with mode 0600, creating its directory and
 // removing a stale socket left by an earlier run. A non-socket file at path is an error.

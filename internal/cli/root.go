@@ -154,6 +154,13 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 		a.lsCommand(),
 		a.checkoutCommand(),
 		a.imageCommand(),
+		a.spawnCommand(),
+		a.psCommand(),
+		a.logsCommand(),
+		a.killCommand(),
+		a.exposeCommand(),
+		a.unexposeCommand(),
+		a.portsCommand(),
 	)
 	return root
 }

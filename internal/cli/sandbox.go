@@ -109,8 +109,29 @@ func (a *app) statusCommand() *cobra.Command {
 	return cmd
 }
 
+// startCommand is `hutch start NAME` (start a stopped sandbox) and, with `-- CMD`, the issue's
+// `hutch start NAME -- CMD…` (start a background process: the same as `hutch spawn`).
 func (a *app) startCommand() *cobra.Command {
-	return a.lifecycleCommand("start", "Start a stopped sandbox", (*client.Sandbox).Start)
+	lifecycle := a.lifecycleCommand("start", "", (*client.Sandbox).Start)
+	cmd := a.spawnCommand()
+	spawnArgs, spawnRun := cmd.Args, cmd.RunE
+	cmd.Use = "start NAME [flags] [-- CMD [ARG...]]"
+	cmd.Short = "Start a stopped sandbox; with -- CMD, start a background process in it"
+	cmd.Long = "Without CMD: start sandbox NAME if it is stopped and print its status.\n\n" +
+		"With -- CMD: the same as 'hutch spawn': " + cmd.Long
+	cmd.Args = func(c *cobra.Command, args []string) error {
+		if len(args) == 1 && c.ArgsLenAtDash() < 0 {
+			return nil
+		}
+		return spawnArgs(c, args)
+	}
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) == 1 {
+			return lifecycle.RunE(c, args)
+		}
+		return spawnRun(c, args)
+	}
+	return cmd
 }
 
 func (a *app) stopCommand() *cobra.Command {

@@ -60,6 +60,26 @@ type Config struct {
 	// locally added CAs, /usr/local/share/ca-certificates/*.crt (a corporate TLS proxy's CA must
 	// be trusted inside too, since egress leaves through the host's network).
 	ExtraCACerts []string `json:"extraCACerts"`
+	// PreviewListen is the address of the preview listener that serves preview URLs
+	// ({port}-{sandbox}-{token}.{PreviewDomain}). Default 127.0.0.1:7412; empty string in a
+	// config file keeps the default, "off" disables previews.
+	PreviewListen string `json:"previewListen"`
+	// PreviewDomain is the domain preview hosts are under. Default "localhost" (browsers resolve
+	// *.localhost to loopback); production: a wildcard DNS name pointing at this host.
+	PreviewDomain string `json:"previewDomain"`
+	// PreviewTLSCert and PreviewTLSKey are PEM files (a wildcard certificate for
+	// *.PreviewDomain). Both set: the preview listener serves HTTPS and URLs are https.
+	PreviewTLSCert string `json:"previewTLSCert"`
+	PreviewTLSKey  string `json:"previewTLSKey"`
+	// PreviewPublicPort is the port written into preview URLs when clients reach the listener
+	// through another port (a load balancer on 443, say). Default: the listener's port; 80 for
+	// http and 443 for https are omitted from URLs.
+	PreviewPublicPort int `json:"previewPublicPort"`
+	// ProcessLogBytes is the default per-stream log buffer of a background process, in bytes
+	// (older output is dropped past it, with a marker). Default 4 MiB.
+	ProcessLogBytes int `json:"processLogBytes"`
+	// ProcessRetention is how long records and logs of finished processes are kept. Default 1h.
+	ProcessRetention Duration `json:"processRetention"`
 	// StopGrace is how long a sandbox's processes get after SIGTERM. Default 5s.
 	StopGrace Duration `json:"stopGrace"`
 	// LogLevel is debug, info, warn or error. Default info.
@@ -89,22 +109,26 @@ func Defaults() Config {
 	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	sort.Strings(cas)
 	return Config{
-		StateDir:     "/var/lib/hutch",
-		Listen:       "127.0.0.1:7411",
-		AgentBinary:  filepath.Join(filepath.Dir(exe), "hutch-init"),
-		RuncBinary:   "runc",
-		Subnet:       "10.88.0.0/16",
-		IfPrefix:     "hsb",
-		NSPrefix:     "hutch-",
-		NftTable:     "hutch",
-		CgroupParent: "hutch",
-		DNSPort:      15053,
-		HTTPPort:     15001,
-		TLSPort:      15002,
-		Upstreams:    map[string]string{},
-		ExtraCACerts: cas,
-		StopGrace:    Duration(5 * time.Second),
-		LogLevel:     "info",
+		StateDir:         "/var/lib/hutch",
+		Listen:           "127.0.0.1:7411",
+		AgentBinary:      filepath.Join(filepath.Dir(exe), "hutch-init"),
+		RuncBinary:       "runc",
+		Subnet:           "10.88.0.0/16",
+		IfPrefix:         "hsb",
+		NSPrefix:         "hutch-",
+		NftTable:         "hutch",
+		CgroupParent:     "hutch",
+		DNSPort:          15053,
+		HTTPPort:         15001,
+		TLSPort:          15002,
+		Upstreams:        map[string]string{},
+		ExtraCACerts:     cas,
+		StopGrace:        Duration(5 * time.Second),
+		PreviewListen:    "127.0.0.1:7412",
+		PreviewDomain:    "localhost",
+		ProcessLogBytes:  4 << 20,
+		ProcessRetention: Duration(time.Hour),
+		LogLevel:         "info",
 	}
 }
 
@@ -131,6 +155,13 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	fs.Var(&deny, "deny-range", "CIDR range sandboxes may never reach, repeatable (env HUTCH_DENY_RANGES, comma-separated)")
 	fs.Var(&upstreams, "upstream", "operator-approved destination name=ip:port, repeatable (env HUTCH_UPSTREAMS, comma-separated)")
 	fs.Var(&cas, "extra-ca", "PEM file trusted inside sandboxes, repeatable (env HUTCH_EXTRA_CA, comma-separated)")
+	previewListen := fs.String("preview-listen", "", `preview listener address, "off" to disable (env HUTCH_PREVIEW_LISTEN; default 127.0.0.1:7412)`)
+	previewDomain := fs.String("preview-domain", "", "domain of preview URLs (env HUTCH_PREVIEW_DOMAIN; default localhost)")
+	previewCert := fs.String("preview-tls-cert", "", "PEM certificate for the preview listener (env HUTCH_PREVIEW_TLS_CERT)")
+	previewKey := fs.String("preview-tls-key", "", "PEM key for the preview listener (env HUTCH_PREVIEW_TLS_KEY)")
+	previewPublicPort := fs.Int("preview-public-port", 0, "port written into preview URLs (env HUTCH_PREVIEW_PUBLIC_PORT)")
+	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
+	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
@@ -176,11 +207,26 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.NftTable, *table, "HUTCH_NFT_TABLE")
 	pick(&c.CgroupParent, *cgParent, "HUTCH_CGROUP_PARENT")
 	pick(&c.LogLevel, *logLevel, "HUTCH_LOG_LEVEL")
+	pick(&c.PreviewListen, *previewListen, "HUTCH_PREVIEW_LISTEN")
+	pick(&c.PreviewDomain, *previewDomain, "HUTCH_PREVIEW_DOMAIN")
+	pick(&c.PreviewTLSCert, *previewCert, "HUTCH_PREVIEW_TLS_CERT")
+	pick(&c.PreviewTLSKey, *previewKey, "HUTCH_PREVIEW_TLS_KEY")
+	if v := getenv("HUTCH_PROCESS_RETENTION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "HUTCH_PROCESS_RETENTION=%q is not a duration", v)
+		}
+		c.ProcessRetention = Duration(d)
+	}
+	if *procRetention != 0 {
+		c.ProcessRetention = Duration(*procRetention)
+	}
 	for _, p := range []struct {
 		dst  *int
 		flag int
 		env  string
-	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"}} {
+	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
+		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -247,6 +293,26 @@ func (c Config) Validate() error {
 		if _, err := netip.ParsePrefix(r); err != nil {
 			bad("deny range %q: %v", r, err)
 		}
+	}
+	if c.PreviewListen != "off" {
+		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {
+			bad("preview listen address %q: %v (or \"off\")", c.PreviewListen, err)
+		}
+	}
+	if c.PreviewDomain == "" || strings.ContainsAny(c.PreviewDomain, "/: ") {
+		bad("preview domain %q must be a DNS name", c.PreviewDomain)
+	}
+	if (c.PreviewTLSCert == "") != (c.PreviewTLSKey == "") {
+		bad("preview TLS needs both a certificate and a key file")
+	}
+	if c.PreviewPublicPort < 0 || c.PreviewPublicPort > 65535 {
+		bad("preview public port %d out of range", c.PreviewPublicPort)
+	}
+	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
+		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)
+	}
+	if c.ProcessRetention < Duration(time.Second) {
+		bad("process retention %s must be at least 1s", time.Duration(c.ProcessRetention))
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {

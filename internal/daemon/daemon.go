@@ -89,10 +89,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	imgs := &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image")), log: log.With("component", "image")}
 	mgr, err := sandbox.New(sandbox.Config{
-		StateDir:     cfg.StateDir,
-		AgentBinary:  cfg.AgentBinary,
-		ExtraCACerts: cfg.ExtraCACerts,
-		StopGrace:    time.Duration(cfg.StopGrace),
+		StateDir:         cfg.StateDir,
+		AgentBinary:      cfg.AgentBinary,
+		ExtraCACerts:     cfg.ExtraCACerts,
+		StopGrace:        time.Duration(cfg.StopGrace),
+		ProcessLogBytes:  cfg.ProcessLogBytes,
+		ProcessRetention: time.Duration(cfg.ProcessRetention),
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err
@@ -102,6 +104,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		// Recovery problems are logged, not fatal: the daemon still serves, and each sandbox
 		// is torn down again before its next start.
 		log.Error("recovery incomplete", "err", err)
+	}
+
+	ports, pv, err := newPreview(cfg, st, st, mgr, log.With("component", "preview"))
+	if err != nil {
+		return err
+	}
+	if pv != nil {
+		defer pv.ln.Close() // when Run fails before serving
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -118,23 +128,37 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
 	srv := &http.Server{
-		Handler:           server.New(log.With("component", "api"), tok, mgr, imgs, Version),
+		Handler:           server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version),
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token_file", tokPath, "version", Version)
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if pv != nil {
+		log.Info("preview listener serving", "url", pv.URL(), "domain", cfg.PreviewDomain)
+		go func() { errc <- fmt.Errorf("preview: %w", pv.serve()) }()
+	}
+	var serveErr error
 	select {
 	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
+		serveErr = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if pv != nil {
+		// Long preview streams would hold the API's shutdown: both drain in parallel.
+		done := make(chan struct{})
+		go func() { defer close(done); pv.shutdown(shutCtx) }()
+		defer func() { <-done }()
+	}
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("shutdown", "err", err)
+	}
+	if serveErr != nil {
+		return serveErr
 	}
 	log.Info("hutchd stopped; sandboxes keep running")
 	return nil

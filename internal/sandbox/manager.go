@@ -89,6 +89,10 @@ type Config struct {
 	StopGrace time.Duration
 	// AgentTimeout bounds the wait for a new sandbox's agent to answer.
 	AgentTimeout time.Duration
+	// ProcessLogBytes and ProcessRetention configure the agent's background processes (per
+	// stream log buffer in bytes; how long finished ones are kept). Zero: the agent's defaults.
+	ProcessLogBytes  int
+	ProcessRetention time.Duration
 }
 
 // Manager owns every sandbox of this host.

@@ -103,7 +103,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		ID:        id,
 		RootFS:    merged,
 		Hostname:  id,
-		Args:      []string{agentInContainer, "--listen-fd", "3", "--workdir", workspace},
+		Args:      m.agentArgs(),
 		Env:       sandboxEnv(id, rec.EnvVars),
 		Cwd:       "/",
 		NetNSPath: n.NSPath,
@@ -368,4 +368,16 @@ func tailFile(path string, n int64) string {
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)
+}
+
+// agentArgs is hutch-init's command line in the container.
+func (m *Manager) agentArgs() []string {
+	args := []string{agentInContainer, "--listen-fd", "3", "--workdir", workspace}
+	if m.cfg.ProcessLogBytes > 0 {
+		args = append(args, "--process-log-bytes", strconv.Itoa(m.cfg.ProcessLogBytes))
+	}
+	if m.cfg.ProcessRetention > 0 {
+		args = append(args, "--process-retention", m.cfg.ProcessRetention.String())
+	}
+	return args
 }

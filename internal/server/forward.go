@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 
@@ -16,7 +17,7 @@ import (
 // route is one agent endpoint reachable through /v1/sandboxes/{id}/<rest>.
 type route struct {
 	method    string
-	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/
+	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/; may hold {pid}
 	operation string // dotted name for error envelopes
 	raw       bool   // body is streamed as is (any size), not JSON
 }
@@ -42,6 +43,26 @@ var forwarded = []route{
 	{http.MethodPost, "move", "file.move", false},
 	{http.MethodPost, "exists", "file.exists", false},
 	{http.MethodPost, "git/checkout", "git.checkout", false},
+	{http.MethodPost, "process/start", "process.start", false},
+	{http.MethodGet, "process/list", "process.list", false},
+	{http.MethodDelete, "process/kill-all", "process.killAll", false},
+	{http.MethodGet, "process/{pid}", "process.get", false},
+	{http.MethodDelete, "process/{pid}", "process.kill", false},
+	{http.MethodGet, "process/{pid}/logs", "process.logs", false},
+	{http.MethodGet, "process/{pid}/stream", "process.stream", false},
+	{http.MethodPost, "process/{pid}/wait-log", "process.waitForLog", false},
+	{http.MethodPost, "process/{pid}/wait-port", "process.waitForPort", false},
+	{http.MethodPost, "process/{pid}/wait-exit", "process.waitForExit", false},
+}
+
+// agentPath is the agent's path for rt, with the request's {pid} filled in (escaped: a process
+// ID cannot smuggle a path).
+func agentPath(rt route, r *http.Request) string {
+	rest := rt.rest
+	if strings.Contains(rest, "{pid}") {
+		rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+	}
+	return "/api/" + rest
 }
 
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
@@ -52,7 +73,7 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = http.NoBody
 		length := int64(0)
-		if rt.method != http.MethodGet {
+		if rt.method != http.MethodGet && rt.method != http.MethodDelete {
 			if rt.raw {
 				body, length = r.Body, r.ContentLength
 			} else {
@@ -117,7 +138,7 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 				br.Seek(0, io.SeekStart)
 			}
 		}
-		u := "http://agent/api/" + rt.rest
+		u := "http://agent" + agentPath(rt, r)
 		if r.URL.RawQuery != "" {
 			u += "?" + r.URL.RawQuery
 		}
@@ -126,6 +147,9 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 			return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request")
 		}
 		out.ContentLength = length
+		if v := r.Header.Get("Last-Event-ID"); v != "" {
+			out.Header.Set("Last-Event-ID", v) // resuming a process log stream
+		}
 		if rt.raw {
 			if ct := r.Header.Get("Content-Type"); ct != "" {
 				out.Header.Set("Content-Type", ct)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,13 +45,15 @@ type Server struct {
 	token   string
 	mgr     *sandbox.Manager
 	images  Images
+	ports   Ports
 	version string
 	mux     *http.ServeMux
 }
 
-// New returns a Server. token is the bearer token every /v1 call (except health) must carry.
-func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, version string) *Server {
-	s := &Server{log: log, token: token, mgr: mgr, images: images, version: version, mux: http.NewServeMux()}
+// New returns a Server. token is the bearer token every /v1 call (except health) must carry;
+// ports serves /v1/sandboxes/{id}/ports.
+func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
+	s := &Server{log: log, token: token, mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -63,24 +66,37 @@ func (s *Server) routes() {
 	s.mux.Handle("DELETE /v1/sandboxes/{id}", s.auth(s.destroySandbox))
 	s.mux.Handle("POST /v1/sandboxes/{id}/start", s.auth(s.startSandbox))
 	s.mux.Handle("POST /v1/sandboxes/{id}/stop", s.auth(s.stopSandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/ports", s.auth(s.exposePort))
+	s.mux.Handle("GET /v1/sandboxes/{id}/ports", s.auth(s.listPorts))
+	s.mux.Handle("DELETE /v1/sandboxes/{id}/ports/{port}", s.auth(s.unexposePort))
 	for _, r := range forwarded {
 		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
 	// A known path with another method: 405 with the allowed methods.
 	allowed := map[string][]string{
-		"/v1/sandboxes":            {"GET", "POST"},
-		"/v1/sandboxes/{id}":       {"GET", "DELETE"},
-		"/v1/sandboxes/{id}/start": {"POST"},
-		"/v1/sandboxes/{id}/stop":  {"POST"},
-		"/v1/images":               {"GET"},
-		"/v1/images/build":         {"POST"},
+		"/v1/sandboxes":                   {"GET", "POST"},
+		"/v1/sandboxes/{id}":              {"GET", "DELETE"},
+		"/v1/sandboxes/{id}/start":        {"POST"},
+		"/v1/sandboxes/{id}/stop":         {"POST"},
+		"/v1/sandboxes/{id}/ports":        {"GET", "POST"},
+		"/v1/sandboxes/{id}/ports/{port}": {"DELETE"},
+		"/v1/images":                      {"GET"},
+		"/v1/images/build":                {"POST"},
 	}
 	for _, r := range forwarded {
 		p := "/v1/sandboxes/{id}/" + r.rest
 		allowed[p] = append(allowed[p], r.method)
 	}
+	// One pattern per refused method (not one method-less pattern per path): a method-less
+	// "/…/process/start" would clash with "GET /…/process/{pid}" in the mux.
 	for p, methods := range allowed {
-		s.mux.Handle(p, s.auth(methodNotAllowed(methods)))
+		h := s.auth(methodNotAllowed(methods))
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions} {
+			if slices.Contains(methods, m) || (m == http.MethodHead && slices.Contains(methods, http.MethodGet)) {
+				continue
+			}
+			s.mux.Handle(m+" "+p, h)
+		}
 	}
 	s.mux.Handle("GET /v1/images", s.auth(s.listImages))
 	s.mux.Handle("POST /v1/images/build", s.auth(s.buildImage))

@@ -1,7 +1,7 @@
 // Package sse writes and reads Server-Sent Events in the reference system's framing: each event is
 // one "data: <json>\n\n" frame whose JSON object has a "type" field
-// (cloudflare-sandbox-api.md §4.4). No "event:" or "id:" lines are written; the reader ignores
-// them and comment lines.
+// (cloudflare-sandbox-api.md §4.4). No "event:" lines are written, and "id:" lines only by
+// SendID; the reader ignores them and comment lines.
 package sse
 
 import (
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 )
 
@@ -45,6 +46,27 @@ func (s *Writer) Send(v any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := fmt.Fprintf(s.w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	if s.f != nil {
+		s.f.Flush()
+	}
+	return nil
+}
+
+// SendID is Send with an "id: <id>" line before the data, which a client sends back as the
+// Last-Event-ID header when it reconnects. id must not contain a line break.
+func (s *Writer) SendID(id string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("sse: marshal: %w", err)
+	}
+	if strings.ContainsAny(id, "\r\n") {
+		return fmt.Errorf("sse: event id %q holds a line break", id)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := fmt.Fprintf(s.w, "id: %s\ndata: %s\n\n", id, b); err != nil {
 		return err
 	}
 	if s.f != nil {

@@ -1,8 +1,8 @@
 // Package store keeps hutchd's metadata in SQLite (modernc.org/sqlite, no cgo): one row per
-// sandbox with its options, state and network slot. The database file lives in the state
-// directory; every write is a single transaction, so a `kill -9` of hutchd leaves either the old
-// or the new row, never half of one. It is the embedded default; a PostgreSQL store for several
-// hosts comes later behind the same methods.
+// sandbox with its options, state and network slot, and one row per exposed port (ports.go).
+// The database file lives in the state directory; every write is a single transaction, so a
+// `kill -9` of hutchd leaves either the old or the new row, never half of one. It is the
+// embedded default; a PostgreSQL store for several hosts comes later behind the same methods.
 package store
 
 import (
@@ -69,6 +69,15 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 	updated_at    INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS exposed_ports (
+	sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+	port       INTEGER NOT NULL,
+	token      TEXT NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',
+	created_at INTEGER NOT NULL,
+	PRIMARY KEY (sandbox_id, port),
+	UNIQUE (sandbox_id, token)
+);
 `
 
 // Open opens (creating if needed) the database at path.

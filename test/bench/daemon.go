@@ -22,6 +22,8 @@ const (
 	dnsPort  = "45053"
 	httpPort = "45001"
 	tlsPort  = "45002"
+	// previewListen is the benchmark hutchd's preview listener.
+	previewListen = "127.0.0.1:45080"
 )
 
 // moduleRoot returns the directory of the module's go.mod (the repository root).
@@ -54,6 +56,7 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string) (*daemontest
 		"--dns-port", dnsPort,
 		"--http-port", httpPort,
 		"--tls-port", tlsPort,
+		"--preview-listen", previewListen,
 		"--log-level", "debug",
 	}
 	return d, d.Start(ctx)

@@ -6,6 +6,9 @@
 //     Goal: median ≤ 2× raw runc.
 //  2. Exec round trip: Exec("true") through the API in a running sandbox, against
 //     `runc exec <id> true` in a running container of the same image. Goal: median ≤ 3 ms.
+//  3. Preview proxy: GET of a 2-byte response and of 256 MiB from a server in a sandbox,
+//     through its preview URL, against a direct connection to the same server (a socket
+//     opened in the sandbox's network namespace, no proxy). Goal: ≤ 1 ms added at the median.
 //
 // Baseline and hutch iterations alternate so machine noise hits both alike. It prints the
 // environment, a table of median / p90 / min / max per measurement, the ratios and whether each
@@ -62,7 +65,7 @@ type config struct {
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.n, "n", 20, "iterations of cold create → first exec (and of raw runc run)")
-	flag.IntVar(&cfg.m, "m", 200, "iterations of exec of `true` (API and runc exec)")
+	flag.IntVar(&cfg.m, "m", 200, "iterations of exec of `true` (API and runc exec) and of preview GETs")
 	flag.StringVar(&cfg.instanceType, "type", sandbox.DefaultInstanceType, "instance type of the sandboxes; the baselines get the same cgroup limits")
 	flag.StringVar(&cfg.imagesDir, "images-dir", imagesDirDefault(), "image directory shared with hutchd (env HUTCH_IMAGES_DIR)")
 	flag.BoolVar(&cfg.keepWork, "keep", false, "keep the work directory (hutchd log) after the run")
@@ -129,7 +132,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 
 	progress("building hutchd and hutch-init")
 	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
+	if err := daemontest.Build(root, bins, "hutchd", "hutch-init", "previewtarget=./test/previewtarget"); err != nil {
 		return err
 	}
 	progress("starting hutchd")
@@ -179,6 +182,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	if err := b.execRoundTrip(ctx); err != nil {
 		return interrupted(ctx, fmt.Errorf("exec: %w", err))
+	}
+	if err := b.previewProxy(ctx, bins+"/previewtarget"); err != nil {
+		return interrupted(ctx, fmt.Errorf("preview: %w", err))
 	}
 	b.report(out)
 	return nil

@@ -28,6 +28,8 @@ type bench struct {
 	// Exec round trip.
 	runcExec, apiExec, agentExec, agentPing, bashSpawn, runcState series
 	sandboxBash                                                   series
+
+	preview previewResults
 }
 
 // coldCreate alternates raw `runc run` iterations and hutch create → first exec iterations,
@@ -220,6 +222,7 @@ func (b *bench) report(out io.Writer) {
 			fmt.Sprintf("missed by %s ms (%.2f× the target)", ms(api.median-goalExecMedian), ratio(api.median, goalExecMedian))))
 
 	b.printCreateBreakdown(out)
+	b.reportPreview(out)
 }
 
 func verdict(ok bool, miss string) string {

@@ -70,10 +70,64 @@ func TestCLI(t *testing.T) {
 	if _, e, code := hutch("", "read", "e2e-cli", "/workspace/missing"); code == 0 || !strings.Contains(e, "FILE_NOT_FOUND") {
 		t.Fatalf("hutch read missing: exit %d stderr %q; want FILE_NOT_FOUND", code, e)
 	}
+	// Background processes and ports (issue 3's CLI).
+	o, e, code := hutch("", "start", "e2e-cli", "--id", "srv", "--wait-log", "^serving$", "--", "sh", "-c", "echo serving; echo warn >&2; sleep 300")
+	if code != 0 || !strings.HasPrefix(o, "srv") {
+		t.Fatalf("hutch start -- CMD = %q exit %d: %s", o, code, e)
+	}
+	if o, e, code := hutch("", "ps", "e2e-cli"); code != 0 || !strings.Contains(o, "srv") || !strings.Contains(o, "running") {
+		t.Fatalf("hutch ps = %q exit %d: %s", o, code, e)
+	}
+	if o, e, code := hutch("", "logs", "e2e-cli", "srv"); code != 0 || o != "serving\n" || e != "warn\n" {
+		t.Fatalf("hutch logs = %q %q exit %d", o, e, code)
+	}
+	if o, e, code := hutch("", "kill", "e2e-cli", "srv"); code != 0 || !strings.Contains(o, "killed") {
+		t.Fatalf("hutch kill = %q exit %d: %s", o, code, e)
+	}
+	if o, e, code := hutch("", "logs", "-f", "e2e-cli", "srv"); code != 143 && code != 137 || o != "serving\n" {
+		t.Fatalf("hutch logs -f of a killed process = %q exit %d: %s; want exit 143 or 137", o, code, e)
+	}
+	if o, e, code := hutch("", "expose", "e2e-cli", "8080", "--token", "clitoken"); code != 0 || !strings.Contains(o, "8080-e2e-cli-clitoken.localhost") {
+		t.Fatalf("hutch expose = %q exit %d: %s", o, code, e)
+	}
+	if o, _, code := hutch("", "ports", "e2e-cli"); code != 0 || !strings.Contains(o, "8080") {
+		t.Fatalf("hutch ports = %q exit %d", o, code)
+	}
+	if _, e, code := hutch("", "expose", "e2e-cli", "80"); code == 0 || !strings.Contains(e, "INVALID_PORT") {
+		t.Fatalf("hutch expose 80: exit %d stderr %q; want INVALID_PORT", code, e)
+	}
 	if _, e, code := hutch("", "destroy", "e2e-cli"); code != 0 {
 		t.Fatalf("hutch destroy exit %d: %s", code, e)
 	}
 	if _, e, code := hutch("", "status", "e2e-cli"); code == 0 || !strings.Contains(e, "SANDBOX_NOT_FOUND") {
 		t.Fatalf("hutch status after destroy: exit %d stderr %q", code, e)
+	}
+}
+
+// TestDevServerExample runs examples/dev-server against the test daemon (issue 3's real input):
+// a Vite project from the npm registry, `npm run dev` as a background process, waitForLog on
+// Vite's "Local:" line, exposePort, and the page fetched through the preview URL; with Chromium
+// installed, the page is also rendered headless and its JavaScript must have run.
+func TestDevServerExample(t *testing.T) {
+	requireEnv(t)
+	t.Cleanup(func() { d.Client().SandboxHandle("e2e-dev-server").Destroy(ctxT(t, time.Minute)) })
+	args := []string{"--url", d.URL(), "--token", d.Token, "--sandbox", "e2e-dev-server"}
+	if b, err := exec.LookPath("chromium"); err == nil {
+		args = append(args, "--browser", b)
+	} else {
+		t.Log("chromium is not installed (apt-get install chromium): the page is fetched but not rendered")
+	}
+	cmd := exec.CommandContext(ctxT(t, 10*time.Minute), filepath.Join(bins, "dev-server"), args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("example output:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("dev-server example: %v\nhutchd log:\n%s", err, d.LogTail())
+	}
+	for _, want := range []string{"Vite is ready", "preview URL: http://5173-e2e-dev-server-", "the Vite page"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q", want)
+		}
 	}
 }

@@ -34,10 +34,11 @@ const (
 )
 
 var (
-	skipReason string
-	bins       string // directory with the built binaries
-	d          *daemontest.Daemon
-	gitAddr    string // host address of the example's git server
+	skipReason  string
+	bins        string // directory with the built binaries
+	d           *daemontest.Daemon
+	gitAddr     string // host address of the example's git server
+	previewAddr string // the test hutchd's preview listener
 )
 
 func TestMain(m *testing.M) {
@@ -66,11 +67,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(bins)
-	if err := daemontest.Build(repoRoot, bins, "hutchd", "hutch", "hutch-init", "agent-session=./examples/agent-session"); err != nil {
+	if err := daemontest.Build(repoRoot, bins, "hutchd", "hutch", "hutch-init", "agent-session=./examples/agent-session", "previewtarget=./test/previewtarget", "dev-server=./examples/dev-server"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: build:", err)
 		return 1
 	}
 	if gitAddr, err = daemontest.FreeAddr(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if previewAddr, err = daemontest.FreeAddr(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
@@ -138,6 +143,7 @@ func startDaemon() (*daemontest.Daemon, error) {
 		"--http-port", httpPort,
 		"--tls-port", tlsPort,
 		"--upstream", gitHost + "=" + gitAddr,
+		"--preview-listen", previewAddr,
 		"--log-level", "debug",
 	}
 	return dm, dm.Start(context.Background())

@@ -1,0 +1,265 @@
+package session
+
+import (
+	"bytes"
+	"log/slog"
+	"maps"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// BackgroundRequest is a command to start in the background.
+type BackgroundRequest struct {
+	// Command is a bash command line; empty (or blank) gives INVALID_COMMAND.
+	Command string
+	// Env applies to this command only, on top of the session env.
+	Env map[string]string
+	// Cwd applies to this command only; relative resolves against the session cwd.
+	Cwd string
+}
+
+// Background is a command started with StartBackground. Its methods are safe for concurrent
+// use.
+type Background struct {
+	sh      *shell
+	cwd     string
+	shimmed bool // sh.pid is the shim, not bash
+	log     *slog.Logger
+
+	done     chan struct{} // closed once the root is reaped and its output drained
+	exitCode int           // valid once done is closed
+
+	termMu sync.Mutex // one Terminate at a time
+}
+
+// StartBackground starts req in session sessionID (empty = default, unknown = created) and
+// returns at once. The command is `bash -c` in the session's cwd and exported environment
+// (plus req's overrides), with stdin /dev/null, under the Manager's shim in its own process
+// group and marked with MarkerEnv, like Exec. Unlike Exec it does not take the session's lock
+// (a foreground command of the session may run at the same time) and the session's state is
+// never changed by it. A cwd that does not exist makes the command exit 1 with a message on
+// stderr, as Exec does.
+//
+// output receives the command's stdout (stderr false) and stderr chunks, at most ChunkSize
+// bytes each, from a single goroutine, until the command has exited and its pipes are drained
+// (Done). p is only valid during the call; output should be quick, as the command's pipes are
+// not read while it runs.
+//
+// Errors: INVALID_COMMAND (empty command, NUL byte), VALIDATION_FAILED (bad session ID),
+// SESSION_NOT_FOUND (session deleted), STREAM_START_ERROR (bash could not be started).
+func (m *Manager) StartBackground(sessionID string, req BackgroundRequest, output func(stderr bool, p []byte)) (*Background, error) {
+	if strings.TrimSpace(req.Command) == "" {
+		return nil, errdefs.New(errdefs.CodeInvalidCommand, "command is empty")
+	}
+	if strings.IndexByte(req.Command, 0) >= 0 {
+		return nil, errdefs.New(errdefs.CodeInvalidCommand, "command contains a NUL byte")
+	}
+	s, err := m.get(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.deleted {
+		s.mu.Unlock()
+		return nil, errSessionDeleted
+	}
+	env, cwd := s.env, s.cwd // env is replaced, never changed in place
+	s.mu.Unlock()
+	if req.Cwd != "" {
+		cwd = m.resolve(cwd, req.Cwd)
+	}
+	if len(req.Env) > 0 {
+		env = maps.Clone(env)
+		maps.Copy(env, req.Env)
+	}
+	startDir, cdTo := cwd, ""
+	if !dirExists(cwd) {
+		// The payload's cd fails like a shell's: exit 1 with the message on stderr.
+		startDir, cdTo = "/", cwd
+	}
+	sh, err := spawnShell(env, startDir, m.stateDir, m.shim)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
+	}
+	m.stats.cold.Add(1)
+	_, seconds := env["SECONDS"]
+	script := payload(req.Command, nil, cdTo, false, !seconds)
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		sh.discard()
+		return nil, errdefs.Wrap(errdefs.CodeStreamStartError, err, "eventfd")
+	}
+	b := &Background{sh: sh, cwd: cwd, shimmed: len(m.shim) > 0, log: m.log, done: make(chan struct{})}
+	go b.run(script, wake, output)
+	return b, nil
+}
+
+// run feeds the payload, pumps the output and records the exit. It owns sh and wake.
+func (b *Background) run(script []byte, wake int, output func(stderr bool, p []byte)) {
+	sh := b.sh
+	_ = sh.stdin.Close() // stdin stays /dev/null
+	scriptDone := make(chan struct{})
+	go func() {
+		// Exits when the payload is written or bash's side is gone.
+		defer close(scriptDone)
+		_, _ = sh.script.Write(script)
+		_ = sh.script.Close()
+	}()
+	poked := make(chan struct{})
+	go func() {
+		// Exits when bash (or the shim) exits; wake must stay open until it has poked.
+		defer close(poked)
+		<-sh.exited
+		var one = [8]byte{1}
+		_, _ = unix.Write(wake, one[:])
+	}()
+	pump(sh.outR, sh.errR, wake, sh.exited, output)
+	<-poked
+	_ = sh.script.Close()
+	<-scriptDone
+	sh.closeFDs()
+	unix.Close(wake)
+	_ = os.Remove(sh.statePath)
+	b.exitCode = exitCode(sh.cmd.ProcessState, sh.waitErr)
+	close(b.done)
+}
+
+// PID returns the process the agent started: the shim, or bash without a shim. It leads the
+// command's process group.
+func (b *Background) PID() int { return b.sh.pid }
+
+// Cwd returns the absolute directory the command was started in (the session cwd or the
+// per-command cwd resolved against it).
+func (b *Background) Cwd() string { return b.cwd }
+
+// ExecID returns the command's MarkerEnv value.
+func (b *Background) ExecID() string { return b.sh.execID }
+
+// Done is closed once the command has exited and its output has been delivered.
+func (b *Background) Done() <-chan struct{} { return b.done }
+
+// Wait blocks until Done and returns the exit code: the shell's, 128+N when killed by
+// signal N.
+func (b *Background) Wait() int {
+	<-b.done
+	return b.exitCode
+}
+
+// treePollInterval is how often Terminate checks whether the tree is gone.
+const treePollInterval = 20 * time.Millisecond
+
+// Terminate ends the command's whole tree: SIGTERM to every descendant of the started process
+// (bash itself too when there is no shim; under the shim this includes processes that called
+// setsid or were orphaned by a double fork) and to every process carrying the command's
+// marker, then it waits up to grace for all of them to be gone, then kills whatever is left
+// with SIGKILL (killTree). It returns once the command is Done; the result reports whether it
+// was still running when Terminate was called. Processes the command left behind after it
+// exited on its own are not touched.
+func (b *Background) Terminate(grace time.Duration) bool {
+	b.termMu.Lock()
+	defer b.termMu.Unlock()
+	select {
+	case <-b.done:
+		return false
+	default:
+	}
+	root, execID := b.sh.pid, b.sh.execID
+	needle := []byte(MarkerEnv + "=" + execID + "\x00")
+	// The processes signalled, with their start times (a pid may be reused meanwhile).
+	var targets []procRef
+	signal := func(pid int) {
+		if b.shimmed && pid == root {
+			return // the shim (it carries the marker too) exits with bash, reporting its status
+		}
+		if st, ok := procStartTime(pid); ok {
+			targets = append(targets, procRef{pid, st})
+			_ = unix.Kill(pid, unix.SIGTERM)
+		}
+	}
+	if b.sh.alive() {
+		signal(root)
+		for _, p := range descendants(root) {
+			signal(p.pid)
+		}
+	}
+	forEachMarked(needle, signal)
+
+	gone := func() bool {
+		if b.sh.alive() {
+			return false
+		}
+		for _, t := range targets {
+			if t.alive() {
+				return false
+			}
+		}
+		found := false
+		forEachMarked(needle, func(int) { found = true })
+		return !found
+	}
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(treePollInterval)
+	defer tick.Stop()
+wait:
+	for !gone() {
+		select {
+		case <-deadline.C:
+			break wait
+		case <-tick.C:
+		}
+	}
+	killRoot := 0
+	if b.sh.alive() {
+		killRoot = root
+	}
+	for _, t := range targets {
+		if t.alive() {
+			_ = unix.Kill(t.pid, unix.SIGKILL)
+		}
+	}
+	if left := killTree(killRoot, execID); left > 0 {
+		b.log.Warn("processes survived the tree kill", "exec_id", execID, "left", left)
+	}
+	<-b.done
+	return true
+}
+
+// procRef is one process, identified by pid and start time.
+type procRef struct {
+	pid   int
+	start uint64
+}
+
+// alive reports whether the process still exists (not a zombie) and is the same one.
+func (p procRef) alive() bool {
+	st, ok := procStartTime(p.pid)
+	return ok && st == p.start
+}
+
+// procStartTime returns the start time (field 22 of /proc/<pid>/stat, in clock ticks) of a
+// live, non-zombie process.
+func procStartTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	// After the comm: state(3) ppid(4) … starttime(22): index 22-3 = 19.
+	if len(f) < 20 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		return 0, false
+	}
+	st, err := strconv.ParseUint(string(f[19]), 10, 64)
+	return st, err == nil
+}

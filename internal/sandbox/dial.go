@@ -1,0 +1,53 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"syscall"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/netns"
+)
+
+// DialPort opens a TCP connection to port inside sandbox id's network namespace, as a process
+// in the sandbox would reach localhost: 127.0.0.1:port first and, when that is refused,
+// [::1]:port. A stopped sandbox is started first (as Ensure does). port is 1–65535. Errors:
+// INVALID_PORT, INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SANDBOX_START_FAILED; nothing
+// listening → the IPv4 dial's error, which matches syscall.ECONNREFUSED.
+func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, errdefs.Newf(errdefs.CodeInvalidPort, "port %d is outside 1-65535", port).With("port", port)
+	}
+	nsPath, err := m.nsPath(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	p := strconv.Itoa(port)
+	conn, err := netns.Dial(ctx, nsPath, "tcp4", "127.0.0.1:"+p)
+	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+		return conn, err
+	}
+	if conn6, err6 := netns.Dial(ctx, nsPath, "tcp6", "[::1]:"+p); err6 == nil {
+		return conn6, nil
+	}
+	return nil, err
+}
+
+// nsPath makes sure id runs and returns its network namespace path. A sandbox stopped between
+// the start and the lookup is started again, once.
+func (m *Manager) nsPath(ctx context.Context, id string) (string, error) {
+	for range 2 {
+		if _, err := m.Ensure(ctx, id); err != nil {
+			return "", err
+		}
+		m.mu.RLock()
+		inst := m.instances[id]
+		m.mu.RUnlock()
+		if inst != nil {
+			return inst.net.NSPath, nil
+		}
+	}
+	return "", errdefs.Newf(errdefs.CodeSandboxStartFailed, "sandbox %q stopped while connecting to it", id).With("id", id)
+}
