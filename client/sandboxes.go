@@ -35,6 +35,9 @@ type SandboxInfo struct {
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// Address is the sandbox's IP address on its host link, when it is running; may be empty.
 	Address string `json:"address,omitempty"`
+	// LastActivityAt is the last API operation on the running sandbox or preview request to it;
+	// the zero time when it is not running.
+	LastActivityAt time.Time `json:"lastActivityAt,omitzero"`
 }
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call

@@ -37,6 +37,8 @@ func (d hostDialer) DialPort(ctx context.Context, id string, port int) (net.Conn
 	return nd.DialContext(ctx, "tcp", d.addr)
 }
 
+func (hostDialer) Touch(string) {}
+
 func testStore(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hutch.db"))

@@ -31,6 +31,8 @@ func (d nsDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	return netns.Dial(ctx, d.path, "tcp4", "127.0.0.1:"+strconv.Itoa(port))
 }
 
+func (nsDialer) Touch(string) {}
+
 // listenIn opens a TCP listener on addr inside the namespace at path.
 func listenIn(t *testing.T, path, addr string) net.Listener {
 	t.Helper()

@@ -23,6 +23,9 @@ import (
 // error matching syscall.ECONNREFUSED.
 type Dialer interface {
 	DialPort(ctx context.Context, id string, port int) (net.Conn, error)
+	// Touch records a preview request as activity on a running sandbox (requests on pooled
+	// connections do not dial).
+	Touch(id string)
 }
 
 // PortLookup finds an exposed port's record; *store.Store implements it. Not exposed →
@@ -90,6 +93,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeNotFound(w)
 		return
 	}
+	p.dialer.Touch(t.SandboxID)
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 

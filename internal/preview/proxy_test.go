@@ -32,7 +32,10 @@ type localDialer struct {
 	sandbox map[string]bool
 	addrs   map[string]string // "<id>:<port>" → real address
 	dials   atomic.Int64
+	touches atomic.Int64
 }
+
+func (d *localDialer) Touch(id string) { d.touches.Add(1) }
 
 func (d *localDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	d.dials.Add(1)
@@ -215,6 +218,9 @@ func TestProxyNotFoundIsUniform(t *testing.T) {
 	}
 	if n := f.dialer.dials.Load(); n != 0 {
 		t.Errorf("%d dials for requests that do not route; want 0", n)
+	}
+	if n := f.dialer.touches.Load(); n != 0 {
+		t.Errorf("%d refused requests counted as activity; want 0", n)
 	}
 
 	// A sandbox destroyed between the token check and the dial looks the same.
@@ -464,6 +470,10 @@ func TestProxyPoolsSequential(t *testing.T) {
 	if d := f.dialer.dials.Load(); d != 1 {
 		t.Fatalf("%d dials for 20 sequential requests; want 1 (keep-alive)", d)
 	}
+	// Every request counts as activity, also those on a pooled connection.
+	if n := f.dialer.touches.Load(); n != 20 {
+		t.Fatalf("%d touches for 20 requests; want 20", n)
+	}
 }
 
 func TestProxyServiceNotResponding(t *testing.T) {
@@ -514,6 +524,8 @@ func benchGet(b *testing.B, c *http.Client, url string) {
 
 // failingDialer fails every dial with a classified error carrying internal details.
 type failingDialer struct{}
+
+func (failingDialer) Touch(string) {}
 
 func (failingDialer) DialPort(context.Context, string, int) (net.Conn, error) {
 	return nil, errdefs.New(errdefs.CodeSandboxStartFailed, "start failed: /var/lib/hutch/secret-path").With("agentLog", "private log")

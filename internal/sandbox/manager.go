@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -121,6 +122,16 @@ type instance struct {
 	pid       int
 	net       Net
 	transport *http.Transport
+	// lastActive is the Unix time in nanoseconds of the last activity: an operation through
+	// Ensure (every API call on the sandbox), a preview request (Touch), or the start.
+	lastActive atomic.Int64
+}
+
+// newInstance returns a running sandbox's instance, active now.
+func newInstance(pid int, n Net, tr *http.Transport) *instance {
+	inst := &instance{pid: pid, net: n, transport: tr}
+	inst.lastActive.Store(time.Now().UnixNano())
+	return inst
 }
 
 type idLock struct {
@@ -195,6 +206,9 @@ type Info struct {
 	StartedAt    *time.Time        `json:"startedAt,omitempty"`
 	Address      string            `json:"address,omitempty"`
 	LastError    string            `json:"lastError,omitempty"`
+	// LastActivityAt is the last API operation on the running sandbox or preview request to it
+	// (absent when it is not running). Sleep after idleness (a later issue) builds on it.
+	LastActivityAt *time.Time `json:"lastActivityAt,omitempty"`
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {
@@ -210,6 +224,8 @@ func (m *Manager) info(rec store.Sandbox) Info {
 	m.mu.RLock()
 	if inst := m.instances[rec.ID]; inst != nil {
 		in.Address = inst.net.Addr.String()
+		t := time.Unix(0, inst.lastActive.Load()).UTC()
+		in.LastActivityAt = &t
 	}
 	m.mu.RUnlock()
 	return in
@@ -307,6 +323,7 @@ func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, err
 	inst := m.instances[id]
 	m.mu.RUnlock()
 	if inst != nil {
+		inst.lastActive.Store(time.Now().UnixNano())
 		return inst.transport, nil
 	}
 	if err := ValidateID(id); err != nil {
@@ -328,6 +345,17 @@ func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, err
 		return nil, errdefs.Newf(errdefs.CodeSandboxStartFailed, "sandbox %q is not running", id)
 	}
 	return inst.transport, nil
+}
+
+// Touch records activity on sandbox id if it is running (a preview request on a pooled
+// connection, which does not go through Ensure).
+func (m *Manager) Touch(id string) {
+	m.mu.RLock()
+	inst := m.instances[id]
+	m.mu.RUnlock()
+	if inst != nil {
+		inst.lastActive.Store(time.Now().UnixNano())
+	}
 }
 
 // Start starts a stopped sandbox and returns its info.

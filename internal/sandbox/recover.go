@@ -105,7 +105,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		return false
 	}
 	m.mu.Lock()
-	m.instances[rec.ID] = &instance{pid: st.Pid, net: n, transport: tr}
+	m.instances[rec.ID] = newInstance(st.Pid, n, tr)
 	m.mu.Unlock()
 	m.log.InfoContext(ctx, "sandbox re-adopted", "sandbox_id", rec.ID, "pid", st.Pid)
 	return true

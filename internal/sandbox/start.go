@@ -119,7 +119,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
 	}
 	listener.Close() // the agent holds the only copy now: it dies with the agent
-	inst := &instance{pid: st.Pid, net: n, transport: m.agentTransport(id)}
+	inst := newInstance(st.Pid, n, m.agentTransport(id))
 	egressJoined = true
 	if err := <-egressDone; err != nil {
 		inst.transport.CloseIdleConnections()

@@ -322,6 +322,15 @@ func TestPreviewAcceptance(t *testing.T) {
 		if st := status(t, hc, ep.URL+"small"); st != 200 {
 			t.Fatalf("after hutchd restart: %d; want 200", st)
 		}
+		// A preview request is activity: lastActivityAt moves past the time of the request.
+		before := time.Now()
+		time.Sleep(20 * time.Millisecond)
+		if st := status(t, hc, ep.URL+"small"); st != 200 {
+			t.Fatalf("preview request: %d", st)
+		}
+		if info, err := d.Client().GetSandbox(ctx, "e2e-preview"); err != nil || !info.LastActivityAt.After(before) {
+			t.Fatalf("lastActivityAt = %v (err %v); want after %v: a preview request is activity", info.LastActivityAt, err, before)
+		}
 		if _, err := sb.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
