@@ -85,7 +85,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	c := &Client{
 		base:      u,
 		token:     token,
-		hc:        &http.Client{},
+		hc:        &http.Client{CheckRedirect: noRedirects},
 		log:       slog.New(slog.DiscardHandler),
 		userAgent: "hutch-go-sdk",
 	}
@@ -93,7 +93,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	if c.hc == nil {
-		c.hc = &http.Client{}
+		c.hc = &http.Client{CheckRedirect: noRedirects}
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -253,3 +253,8 @@ func millis(d time.Duration) int64 {
 	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
+
+// noRedirects makes the default HTTP client return a redirect as it is: hutchd's API never
+// redirects, and following one (a path cleaned by a router, a hostile proxy) could send an
+// authenticated call, with its method, to another resource.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

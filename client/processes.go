@@ -244,6 +244,10 @@ func (p *Process) check() error {
 	if p.id == "" {
 		return errdefs.New(errdefs.CodeInvalidArgument, "process ID is empty")
 	}
+	if p.id == "." || p.id == ".." {
+		// A dot segment would be cleaned out of the URL: the call would address the sandbox.
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "process ID %q is not valid", p.id).With("processId", p.id)
+	}
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -600,5 +601,43 @@ func TestWaitForExit(t *testing.T) {
 	}
 	if body, _ := f.last(); len(body) != 0 {
 		t.Errorf("wait-exit without timeout body = %v", body)
+	}
+}
+
+// TestDotProcessIDsNeverSent checks that "." and ".." are refused before any request: a router
+// would clean them out of the path, and the call (a DELETE, say) would address the sandbox.
+func TestDotProcessIDsNeverSent(t *testing.T) {
+	var calls atomic.Int64
+	c := newTestClient(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusTeapot)
+	}))
+	for _, id := range []string{".", ".."} {
+		if _, err := c.SandboxHandle("box").Process(id).Kill(t.Context(), -1); !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
+			t.Errorf("Kill(%q) = %v; want VALIDATION_FAILED", id, err)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("%d requests sent for dot IDs; want 0", n)
+	}
+}
+
+// TestRedirectsNotFollowed checks that the default client returns a redirect as it is instead of
+// re-sending an authenticated DELETE to wherever it points.
+func TestRedirectsNotFollowed(t *testing.T) {
+	var deletes atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE /v1/sandboxes/box/process/web", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/v1/sandboxes/box", http.StatusTemporaryRedirect)
+	})
+	mux.HandleFunc("DELETE /v1/sandboxes/box", func(w http.ResponseWriter, r *http.Request) {
+		deletes.Add(1)
+	})
+	c := newTestClient(t, mux)
+	if _, err := c.SandboxHandle("box").Process("web").Kill(t.Context(), -1); err == nil {
+		t.Error("Kill answered by a redirect succeeded; want an error")
+	}
+	if n := deletes.Load(); n != 0 {
+		t.Fatalf("the redirect was followed: %d DELETEs of the sandbox", n)
 	}
 }

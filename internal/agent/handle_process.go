@@ -61,11 +61,11 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request) {
 		case "stream":
 			methods = map[string]processRoute{http.MethodGet: {"process.stream", s.handleProcessStream}}
 		case "wait-log":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitLog", s.handleProcessWaitLog}}
+			methods = map[string]processRoute{http.MethodPost: {"process.waitForLog", s.handleProcessWaitLog}}
 		case "wait-port":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitPort", s.handleProcessWaitPort}}
+			methods = map[string]processRoute{http.MethodPost: {"process.waitForPort", s.handleProcessWaitPort}}
 		case "wait-exit":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitExit", s.handleProcessWaitExit}}
+			methods = map[string]processRoute{http.MethodPost: {"process.waitForExit", s.handleProcessWaitExit}}
 		}
 	}
 	if methods == nil {

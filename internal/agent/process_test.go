@@ -176,7 +176,7 @@ func TestProcessStartListGetAndStatuses(t *testing.T) {
 	wantError(t, status, e, 409, "PROCESS_ALREADY_EXISTS")
 	status, e = a.post("/api/process/start", obj{"command": "true", "processId": ids[0]})
 	wantError(t, status, e, 409, "PROCESS_ALREADY_EXISTS") // retained
-	for _, bad := range []string{"kill-all", "a b", strings.Repeat("x", 129)} {
+	for _, bad := range []string{"kill-all", "a b", "..", strings.Repeat("x", 129)} {
 		status, e = a.post("/api/process/start", obj{"command": "true", "processId": bad})
 		wantError(t, status, e, 400, "VALIDATION_FAILED")
 	}

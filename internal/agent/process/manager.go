@@ -143,7 +143,7 @@ func NewManager(cfg Config) (*Manager, error) {
 // maxIDLen is the longest process ID, in bytes.
 const maxIDLen = 128
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`) // no leading dot: "." and ".." are path segments
 
 // reservedIDs name endpoints next to /api/process/{id}.
 var reservedIDs = map[string]bool{"kill-all": true, "list": true}
@@ -153,7 +153,7 @@ var reservedIDs = map[string]bool{"kill-all": true, "list": true}
 func ValidateID(id string) error {
 	if len(id) == 0 || len(id) > maxIDLen || !idPattern.MatchString(id) || reservedIDs[id] {
 		return errdefs.Newf(errdefs.CodeInvalidArgument,
-			"invalid process id %q: want 1-%d characters of [A-Za-z0-9_.-], not kill-all or list", id, maxIDLen).
+			"invalid process id %q: want 1-%d characters of [A-Za-z0-9_.-] starting with a letter, digit or _, not kill-all or list", id, maxIDLen).
 			With("processId", id)
 	}
 	return nil

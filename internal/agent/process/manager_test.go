@@ -89,7 +89,7 @@ func TestStartStatusAndTable(t *testing.T) {
 	if _, err := m.Start(StartRequest{Command: "true", ID: "srv"}); !errdefs.IsCode(err, errdefs.CodeProcessExists) {
 		t.Fatalf("duplicate = %v", err)
 	}
-	for _, id := range []string{"kill-all", "list", "a/b", strings.Repeat("x", 129)} {
+	for _, id := range []string{"kill-all", "list", "a/b", ".", "..", ".hidden", "-x", strings.Repeat("x", 129)} {
 		if _, err := m.Start(StartRequest{Command: "true", ID: id}); !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
 			t.Errorf("id %q = %v; want VALIDATION_FAILED", id, err)
 		}

@@ -331,6 +331,15 @@ func TestKillPid1AndDeleteStopped(t *testing.T) {
 	if _, err := e.rt.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
+	// Kill only once PID 1 has written its line (a kill before it runs would lose it).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(spec.LogPath); string(b) == "started\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("PID 1 did not start within 30 s")
+		}
+	}
 	if err := e.rt.Kill(ctx, id, syscall.SIGKILL, false); err != nil {
 		t.Fatal(err)
 	}
