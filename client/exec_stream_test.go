@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ func streamHandler(t *testing.T, events []map[string]any, end func(w http.Respon
 		readJSON(t, r)
 		sw := sse.NewWriter(w)
 		for _, ev := range events {
+			ev = maps.Clone(ev) // handler runs may overlap: never write the shared maps
 			ev["timestamp"] = "2025-01-01T00:00:00Z"
 			if err := sw.Send(ev); err != nil {
 				t.Errorf("send: %v", err)
