@@ -54,6 +54,8 @@ type Store struct {
 	db *sql.DB
 }
 
+// schema is version 0 of every table. New columns of existing tables go in migrations (below),
+// never here, so fresh and old databases end up the same; new tables may be added here.
 const schema = `
 CREATE TABLE IF NOT EXISTS sandboxes (
 	id            TEXT PRIMARY KEY,
@@ -98,7 +100,41 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
+	if err := migrate(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
 	return &Store{db: db}, nil
+}
+
+// migrations change the schema of existing databases: each runs once, in order, in a
+// transaction, and PRAGMA user_version counts those applied. Append only; never edit one that
+// has shipped. (schema above creates missing tables of every version with IF NOT EXISTS.)
+var migrations []string
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	var version int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		return err
+	}
+	for i := version; i < len(migrations); i++ {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("migration %d: %w", i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1)); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // touchPrivate creates path (and SQLite's -wal and -shm companions) with mode 0600, or narrows
