@@ -29,7 +29,7 @@ type ExposedPort struct {
 type ExposeOptions struct {
 	// Name is a label for the port, at most 63 printable characters.
 	Name string
-	// Token is the URL token, 1–16 characters of [a-z0-9_]; empty means the server makes a
+	// Token is the URL token, 8–16 characters of [a-z0-9_]; empty means the server makes a
 	// random 16-character one (or keeps the stored one when the port is already exposed).
 	Token string
 }

@@ -10,10 +10,15 @@ import (
 // SandboxStatus is the lifecycle state of a sandbox.
 type SandboxStatus string
 
-// Sandbox states.
+// Sandbox states. starting and stopping are transitions (waking or starting; going to sleep or
+// stopping); sleeping is a sandbox put to sleep when idle or by Sleep, which any operation
+// wakes; stopped is an explicit Stop.
 const (
 	StatusCreating SandboxStatus = "creating"
+	StatusStarting SandboxStatus = "starting"
 	StatusRunning  SandboxStatus = "running"
+	StatusStopping SandboxStatus = "stopping"
+	StatusSleeping SandboxStatus = "sleeping"
 	StatusStopped  SandboxStatus = "stopped"
 	StatusError    SandboxStatus = "error"
 )
@@ -35,9 +40,19 @@ type SandboxInfo struct {
 	StartedAt time.Time `json:"startedAt,omitzero"`
 	// Address is the sandbox's IP address on its host link, when it is running; may be empty.
 	Address string `json:"address,omitempty"`
-	// LastActivityAt is the last API operation on the running sandbox or preview request to it;
-	// the zero time when it is not running.
+	// LastActivityAt is the last activity on the running sandbox (API operation, preview
+	// request, end of a stream); the zero time when it is not running.
 	LastActivityAt time.Time `json:"lastActivityAt,omitzero"`
+	// SleepAfter is the idle time before the sandbox sleeps, as a Go duration ("10m", "30s").
+	SleepAfter string `json:"sleepAfter,omitempty"`
+	// KeepAlive: the sandbox never sleeps when idle.
+	KeepAlive bool `json:"keepAlive"`
+	// LastError is the reason of the error status.
+	LastError string `json:"lastError,omitempty"`
+	// Snapshot is the snapshot the sandbox's disk was created or restored from; Layers are
+	// its snapshot layers, newest first (see snapshots.go).
+	Snapshot string   `json:"snapshot,omitempty"`
+	Layers   []string `json:"layers,omitempty"`
 }
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call
@@ -51,6 +66,15 @@ type SandboxOptions struct {
 	InstanceType string
 	// EnvVars is the environment of every command in the sandbox.
 	EnvVars map[string]string
+	// SleepAfter is how long the sandbox may be idle before it sleeps (whole milliseconds, at
+	// least 1 s); 0 means the server's default, 10 minutes. Change it later with Update.
+	SleepAfter time.Duration
+	// KeepAlive: the sandbox never sleeps when idle.
+	KeepAlive bool
+	// Snapshot ("sha256-…", from Sandbox.Snapshot) creates the sandbox from a snapshot: its
+	// disk is the snapshot's, its image the snapshot's (Image must be empty), and the options
+	// left empty here take the snapshot's configuration.
+	Snapshot string
 }
 
 // Sandbox is a handle on one sandbox of a Client. It holds no state besides its ID: every
@@ -73,6 +97,9 @@ type createSandboxRequest struct {
 	Image        string            `json:"image,omitempty"`
 	InstanceType string            `json:"instanceType,omitempty"`
 	EnvVars      map[string]string `json:"envVars,omitempty"`
+	SleepAfter   string            `json:"sleepAfter,omitempty"`
+	KeepAlive    bool              `json:"keepAlive,omitempty"`
+	Snapshot     string            `json:"snapshot,omitempty"`
 }
 
 // Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
@@ -80,7 +107,8 @@ type createSandboxRequest struct {
 // Concurrent calls for one new id create exactly one sandbox.
 //
 // Errors: INVALID_SANDBOX_ID or RESERVED_SANDBOX_ID (ErrInvalidArgument) for a bad id,
-// INVALID_INSTANCE_TYPE, IMAGE_NOT_FOUND (ErrNotFound), SANDBOX_START_FAILED (ErrUnavailable).
+// INVALID_INSTANCE_TYPE, VALIDATION_FAILED (a SleepAfter under 1 s), IMAGE_NOT_FOUND
+// (ErrNotFound), SANDBOX_START_FAILED (ErrUnavailable).
 func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (*Sandbox, error) {
 	if err := checkID(id); err != nil {
 		return nil, fmt.Errorf("get sandbox: %w", err)
@@ -88,6 +116,11 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 	req := createSandboxRequest{ID: id}
 	if opts != nil {
 		req.Image, req.InstanceType, req.EnvVars = opts.Image, opts.InstanceType, opts.EnvVars
+		if opts.SleepAfter != 0 {
+			req.SleepAfter = opts.SleepAfter.String()
+		}
+		req.KeepAlive = opts.KeepAlive
+		req.Snapshot = opts.Snapshot
 	}
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req})
 	if err != nil {

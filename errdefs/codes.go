@@ -87,6 +87,22 @@ const (
 	// Egress (sandbox → world traffic through hutchd's proxy).
 	CodeEgressDenied   Code = "EGRESS_DENIED"          // destination refused by policy or the address floor
 	CodeEgressUpstream Code = "EGRESS_UPSTREAM_FAILED" // allowed destination could not be reached
+
+	// Blob store (internal/blob: backups, snapshot layers).
+	CodeBlobNotFound Code = "BLOB_NOT_FOUND" // no blob under the key
+
+	// Backups (directory archives in the blob store).
+	CodeBackupNotFound      Code = "BACKUP_NOT_FOUND"      // unknown backup ID
+	CodeBackupExpired       Code = "BACKUP_EXPIRED"        // the backup's expiresAt has passed
+	CodeInvalidBackupConfig Code = "INVALID_BACKUP_CONFIG" // bad dir, name, ttl or excludes
+	CodeBackupCreateFailed  Code = "BACKUP_CREATE_FAILED"
+	CodeBackupRestoreFailed Code = "BACKUP_RESTORE_FAILED"
+
+	// Snapshots and forks (whole-disk layers in the blob store).
+	CodeSnapshotNotFound Code = "SNAPSHOT_NOT_FOUND"     // unknown snapshot ID or missing layer
+	CodeSnapshotFailed   Code = "SNAPSHOT_FAILED"        // capture, upload or layer extraction failed
+	CodeSnapshotTooDeep  Code = "SNAPSHOT_TOO_DEEP"      // the sandbox already has the most layers a disk may have
+	CodeSandboxExists    Code = "SANDBOX_ALREADY_EXISTS" // a fork's target ID is taken
 )
 
 type codeInfo struct {
@@ -164,6 +180,19 @@ var codes = map[Code]codeInfo{
 
 	CodeEgressDenied:   {ErrPermissionDenied, http.StatusForbidden},
 	CodeEgressUpstream: {ErrUnavailable, http.StatusBadGateway},
+
+	CodeBlobNotFound: {ErrNotFound, http.StatusNotFound},
+
+	CodeBackupNotFound:      {ErrNotFound, http.StatusNotFound},
+	CodeBackupExpired:       {ErrFailedPrecondition, http.StatusBadRequest},
+	CodeInvalidBackupConfig: {ErrInvalidArgument, http.StatusBadRequest},
+	CodeBackupCreateFailed:  {ErrInternal, http.StatusInternalServerError},
+	CodeBackupRestoreFailed: {ErrInternal, http.StatusInternalServerError},
+
+	CodeSnapshotNotFound: {ErrNotFound, http.StatusNotFound},
+	CodeSnapshotFailed:   {ErrInternal, http.StatusInternalServerError},
+	CodeSnapshotTooDeep:  {ErrFailedPrecondition, http.StatusConflict},
+	CodeSandboxExists:    {ErrAlreadyExists, http.StatusConflict},
 }
 
 // classDefaults gives the code used for a bare class sentinel, in match order.

@@ -39,4 +39,4 @@ echo "==> running examples/agent-session"
 ./bin/agent-session --git-listen "$GIT_ADDR" --git-host git.internal
 echo "==> running examples/dev-server"
 ./bin/dev-server --browser "$(command -v chromium)"
-echo "==> hutchd keeps running (pid $(pgrep -f 'bin/hutchd' | head -1)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo, ./bin/hutch ps dev-server-demo, ./bin/hutch ports dev-server-demo"
+echo "==> hutchd keeps running (pid $(pgrep -of '^./bin/hutchd ' || echo ?)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo, ./bin/hutch ps dev-server-demo, ./bin/hutch ports dev-server-demo"

@@ -7,7 +7,8 @@
 // tree can be found and killed.
 //
 // Usage: hutch-init [serve] [--socket PATH | --listen-fd N] [--workdir DIR] [--state-dir DIR]
-// [--process-dir DIR] [--process-log-bytes N] [--process-retention DURATION] [--log-level LEVEL]
+// [--process-dir DIR] [--process-log-bytes N] [--process-retention DURATION]
+// [--session-file PATH] [--log-level LEVEL]
 package main
 
 import (
@@ -41,7 +42,9 @@ type config struct {
 	processDir       string
 	processLogBytes  int
 	processRetention time.Duration
-	logLevel         slog.Level
+	// sessionFile keeps the sessions' cwd and env across a sleep or stop (on the sandbox's disk).
+	sessionFile string
+	logLevel    slog.Level
 }
 
 func parse(args []string) (config, error) {
@@ -54,6 +57,7 @@ func parse(args []string) (config, error) {
 	fs.StringVar(&c.processDir, "process-dir", "/var/lib/hutch-agent/processes", "directory for the records and logs of background processes (mode 0700)")
 	fs.IntVar(&c.processLogBytes, "process-log-bytes", process.DefaultLogBytes, "default log buffer per stream of a background process, in bytes (65536-268435456)")
 	fs.DurationVar(&c.processRetention, "process-retention", process.DefaultRetention, "how long finished background processes are kept")
+	fs.StringVar(&c.sessionFile, "session-file", "/var/lib/hutch-agent/sessions.json", "where sessions (cwd, env) are saved at shutdown and restored at start (on the sandbox's disk; empty: not kept)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -150,6 +154,7 @@ func run(cfg config, log *slog.Logger) error {
 		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
 		Shim:       []string{self, "shim", "--fds", "2", "--"},
 		ProcessDir: cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
+		SessionFile: cfg.sessionFile,
 	})
 	if err != nil {
 		return err

@@ -32,6 +32,8 @@ var operations = map[string]string{
 	"/api/move":           "file.move",
 	"/api/exists":         "file.exists",
 	"/api/git/checkout":   "git.checkout",
+	"/api/backup/archive": "backup.archive",
+	"/api/backup/extract": "backup.extract",
 }
 
 func now() time.Time { return time.Now().UTC() }

@@ -50,6 +50,10 @@ type Config struct {
 	ProcessLogBytes int
 	// ProcessRetention is how long finished background processes are kept; 0 means 1 h.
 	ProcessRetention time.Duration
+	// SessionFile keeps the sessions (ID, cwd, environment) across a shutdown: Serve saves
+	// them there when it shuts down and New restores them (session.Config.SaveFile). It must be
+	// on the sandbox's disk (not a tmpfs); empty disables it.
+	SessionFile string
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -86,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.Chmod(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("agent: chmod state dir: %w", err)
 	}
-	m, err := session.NewManager(session.Config{Workdir: cfg.Workdir, Env: cfg.Env, StateDir: cfg.StateDir, Shim: cfg.Shim, Logger: log})
+	m, err := session.NewManager(session.Config{Workdir: cfg.Workdir, Env: cfg.Env, StateDir: cfg.StateDir, Shim: cfg.Shim, SaveFile: cfg.SessionFile, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
@@ -124,6 +128,8 @@ func New(cfg Config) (*Server, error) {
 		"/api/move":           {http.MethodPost: s.handleMove},
 		"/api/exists":         {http.MethodPost: s.handleExists},
 		"/api/git/checkout":   {http.MethodPost: s.handleGitCheckout},
+		"/api/backup/archive": {http.MethodPost: s.handleBackupArchive},
+		"/api/backup/extract": {http.MethodPost: s.handleBackupExtract},
 	}
 	return s, nil
 }
@@ -150,9 +156,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Serve serves on ln until ctx ends, then terminates the background processes (SIGTERM, 3 s,
-// SIGKILL; their final records are saved), kills every running command and shuts down. It
-// returns nil after a shutdown caused by ctx.
+// Serve serves on ln until ctx ends, then saves the sessions (Config.SessionFile), terminates
+// the background processes (SIGTERM, 3 s, SIGKILL; their final records are saved), kills every
+// running command and shuts down. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
@@ -162,6 +168,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.Close()
 		return fmt.Errorf("agent: serve: %w", err)
 	case <-ctx.Done():
+	}
+	if n, err := s.sessions.Save(); err != nil {
+		s.log.Error("could not save sessions", "err", err)
+	} else if n > 0 {
+		s.log.Info("sessions saved", "count", n)
 	}
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()

@@ -94,7 +94,8 @@ func (a *app) runExec(ctx context.Context, name string, argv []string, f execFla
 func execFailure(ctx context.Context, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return &exitError{ExitInterrupted, fmt.Errorf("interrupted: %w", err)}
+		// Ctrl-C is the user's own doing: say so plainly, without the stream's error code.
+		return &exitError{ExitInterrupted, errors.New("interrupted")}
 	case errdefs.IsCode(err, errdefs.CodeCommandTimeout):
 		return &exitError{ExitTimeout, err}
 	default:

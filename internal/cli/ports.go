@@ -52,7 +52,7 @@ same URL; a different --token for it is an error (PORT_ALREADY_EXPOSED).`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&name, "name", "", "label of the port (up to 63 printable characters)")
-	fl.StringVar(&token, "token", "", "URL token, 1-16 of [a-z0-9_] (default: random)")
+	fl.StringVar(&token, "token", "", "URL token, 8-16 of [a-z0-9_] (default: random, 16)")
 	fl.BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

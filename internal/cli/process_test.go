@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -422,5 +423,26 @@ func TestKillCommand(t *testing.T) {
 		if r := run(t, url, "", tt.args...); r.code != tt.wantCode || !strings.Contains(r.stderr, tt.wantErr) {
 			t.Errorf("hutch %q = %+v; want code %d and %q", tt.args, r, tt.wantCode, tt.wantErr)
 		}
+	}
+}
+
+// TestStartFlagsNeedCommand checks that process flags on `hutch start NAME` without -- CMD are a
+// usage error instead of being ignored, and that a plain `hutch start NAME` (with global flags)
+// still starts the sandbox.
+func TestStartFlagsNeedCommand(t *testing.T) {
+	var started bool
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sandboxes/box/start", func(w http.ResponseWriter, r *http.Request) {
+		started = true
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"box","status":"running"}`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	if r := run(t, srv.URL, "", "start", "box", "--id", "x"); r.code != ExitUsage || started {
+		t.Fatalf("start box --id x = exit %d (started %v), stderr %q; want a usage error", r.code, started, r.stderr)
+	}
+	if r := run(t, srv.URL, "", "start", "box"); r.code != 0 || !started {
+		t.Fatalf("start box = exit %d, stderr %q; want the sandbox started", r.code, r.stderr)
 	}
 }

@@ -161,7 +161,10 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 		a.exposeCommand(),
 		a.unexposeCommand(),
 		a.portsCommand(),
+		a.sleepCommand(), a.wakeCommand(), a.setCommand(),
 	)
+	root.AddCommand(a.backupCommands()...)
+	root.AddCommand(a.snapshotCommands()...)
 	return root
 }
 

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/spf13/pflag"
 	"io"
 	"maps"
 	"slices"
@@ -16,13 +18,16 @@ import (
 )
 
 func (a *app) createCommand() *cobra.Command {
-	var image, instanceType string
+	var image, instanceType, snapshot string
 	var env []string
+	var sleepAfter time.Duration
+	var keepAlive bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Get or create a sandbox and start it",
-		Long: `Create sandbox NAME and start it, or start it if it exists. --image, --instance-type and
---env apply only when the sandbox is created.`,
+		Long: `Create sandbox NAME and start it, or start it if it exists. --image, --instance-type, --env,
+--sleep-after and --keep-alive apply only when the sandbox is created ('hutch set' changes the
+last two later).`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			envVars, err := parseEnv(env)
@@ -35,6 +40,7 @@ func (a *app) createCommand() *cobra.Command {
 			}
 			sb, err := c.Sandbox(cmd.Context(), args[0], &client.SandboxOptions{
 				Image: image, InstanceType: instanceType, EnvVars: envVars,
+				SleepAfter: sleepAfter, KeepAlive: keepAlive, Snapshot: snapshot,
 			})
 			if err != nil {
 				return err
@@ -51,6 +57,9 @@ func (a *app) createCommand() *cobra.Command {
 	fl.StringVar(&image, "image", "", `base image (default "default")`)
 	fl.StringVar(&instanceType, "instance-type", "", "lite, basic, standard-1 (default), standard-2, standard-3, standard-4")
 	fl.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V of the sandbox (repeatable)")
+	fl.DurationVar(&sleepAfter, "sleep-after", 0, "idle time before the sandbox sleeps, at least 1s (default 10m)")
+	fl.BoolVar(&keepAlive, "keep-alive", false, "never sleep when idle")
+	fl.StringVar(&snapshot, "snapshot", "", "create from this snapshot (sha256-…, from 'hutch snapshot'): its disk, image and settings")
 	return cmd
 }
 
@@ -73,9 +82,9 @@ func (a *app) listCommand() *cobra.Command {
 				return writeJSON(a.stdout, list)
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tINSTANCE TYPE\tCREATED")
+			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tINSTANCE TYPE\tSLEEP AFTER\tCREATED")
 			for _, s := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.Image, s.InstanceType, fmtTime(s.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Status, s.Image, s.InstanceType, sleepSetting(s), fmtTime(s.CreatedAt))
 			}
 			return tw.Flush()
 		},
@@ -121,6 +130,11 @@ func (a *app) startCommand() *cobra.Command {
 		"With -- CMD: the same as 'hutch spawn': " + cmd.Long
 	cmd.Args = func(c *cobra.Command, args []string) error {
 		if len(args) == 1 && c.ArgsLenAtDash() < 0 {
+			changed := false // --id, --wait-log… mean a process, which needs -- CMD
+			c.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) { changed = changed || f.Changed })
+			if changed {
+				return &usageError{errors.New("start: process flags need a command: hutch start NAME [flags] -- CMD [ARG...]")}
+			}
 			return nil
 		}
 		return spawnArgs(c, args)
@@ -185,6 +199,13 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 	fmt.Fprintf(tw, "Instance type:\t%s\n", s.InstanceType)
 	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(s.CreatedAt))
 	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
+	fmt.Fprintf(tw, "Sleep after:\t%s\n", sleepSetting(*s))
+	if !s.LastActivityAt.IsZero() {
+		fmt.Fprintf(tw, "Last activity:\t%s\n", fmtTime(s.LastActivityAt))
+	}
+	if s.LastError != "" {
+		fmt.Fprintf(tw, "Last error:\t%s\n", s.LastError)
+	}
 	if s.Address != "" {
 		fmt.Fprintf(tw, "Address:\t%s\n", s.Address)
 	}
@@ -192,6 +213,17 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 		fmt.Fprintf(tw, "Env:\t%s=%s\n", k, s.EnvVars[k])
 	}
 	return tw.Flush()
+}
+
+// sleepSetting is "10m", or "never (keep-alive)".
+func sleepSetting(s client.SandboxInfo) string {
+	if s.KeepAlive {
+		return "never (keep-alive)"
+	}
+	if s.SleepAfter == "" {
+		return "-"
+	}
+	return s.SleepAfter
 }
 
 func fmtTime(t time.Time) string {

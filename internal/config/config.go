@@ -84,6 +84,31 @@ type Config struct {
 	StopGrace Duration `json:"stopGrace"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `json:"logLevel"`
+
+	// BlobStore is where backups are kept: "local" (a directory, the default) or "s3"
+	// (S3-compatible object storage, the S3* keys).
+	BlobStore string `json:"blobStore"`
+	// BlobDir is the local blob store's directory. Default <StateDir>/blobs.
+	BlobDir string `json:"blobDir"`
+	// S3Endpoint is host[:port] of the S3 API (an http:// or https:// scheme decides TLS).
+	S3Endpoint string `json:"s3Endpoint"`
+	// S3Bucket holds the blobs (required for "s3").
+	S3Bucket string `json:"s3Bucket"`
+	// S3Region is the bucket's region. Default us-east-1.
+	S3Region string `json:"s3Region"`
+	// S3AccessKey and S3SecretKey are static credentials (prefer the env twins or the config
+	// file over flags: flags show in ps).
+	S3AccessKey string `json:"s3AccessKey"`
+	S3SecretKey string `json:"s3SecretKey"`
+	// S3Prefix is prepended to every key in the bucket ("hutch/").
+	S3Prefix string `json:"s3Prefix"`
+	// S3TLS selects https to the endpoint.
+	S3TLS bool `json:"s3TLS"`
+	// BackupGCInterval is how often expired backups and orphan archives are removed. Default 10m.
+	BackupGCInterval Duration `json:"backupGCInterval"`
+	// BackupOrphanAge is how old an archive without metadata (a failed or killed backup) must
+	// be before the GC removes it. Default 1h.
+	BackupOrphanAge Duration `json:"backupOrphanAge"`
 }
 
 // Duration is a time.Duration that reads "5s" in JSON.
@@ -129,6 +154,9 @@ func Defaults() Config {
 		ProcessLogBytes:  4 << 20,
 		ProcessRetention: Duration(time.Hour),
 		LogLevel:         "info",
+		BlobStore:        "local",
+		BackupGCInterval: Duration(10 * time.Minute),
+		BackupOrphanAge:  Duration(time.Hour),
 	}
 }
 
@@ -163,6 +191,17 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
+	blobStore := fs.String("blob-store", "", `backup storage, "local" or "s3" (env HUTCH_BLOB_STORE; default local)`)
+	blobDir := fs.String("blob-dir", "", "local blob store directory (env HUTCH_BLOB_DIR; default <state-dir>/blobs)")
+	s3Endpoint := fs.String("s3-endpoint", "", "S3 endpoint host[:port] (env HUTCH_S3_ENDPOINT)")
+	s3Bucket := fs.String("s3-bucket", "", "S3 bucket (env HUTCH_S3_BUCKET)")
+	s3Region := fs.String("s3-region", "", "S3 region (env HUTCH_S3_REGION; default us-east-1)")
+	s3AccessKey := fs.String("s3-access-key", "", "S3 access key (env HUTCH_S3_ACCESS_KEY)")
+	s3SecretKey := fs.String("s3-secret-key", "", "S3 secret key (env HUTCH_S3_SECRET_KEY; visible in ps: prefer the env)")
+	s3Prefix := fs.String("s3-prefix", "", "key prefix in the S3 bucket (env HUTCH_S3_PREFIX)")
+	s3TLS := fs.Bool("s3-tls", false, "use https to the S3 endpoint (env HUTCH_S3_TLS=true)")
+	backupGC := fs.Duration("backup-gc-interval", 0, "how often expired backups are removed (env HUTCH_BACKUP_GC_INTERVAL; default 10m)")
+	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
 	}
@@ -211,6 +250,40 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.PreviewDomain, *previewDomain, "HUTCH_PREVIEW_DOMAIN")
 	pick(&c.PreviewTLSCert, *previewCert, "HUTCH_PREVIEW_TLS_CERT")
 	pick(&c.PreviewTLSKey, *previewKey, "HUTCH_PREVIEW_TLS_KEY")
+	pick(&c.BlobStore, *blobStore, "HUTCH_BLOB_STORE")
+	pick(&c.BlobDir, *blobDir, "HUTCH_BLOB_DIR")
+	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
+	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
+	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
+	pick(&c.S3AccessKey, *s3AccessKey, "HUTCH_S3_ACCESS_KEY")
+	pick(&c.S3SecretKey, *s3SecretKey, "HUTCH_S3_SECRET_KEY")
+	pick(&c.S3Prefix, *s3Prefix, "HUTCH_S3_PREFIX")
+	if v := getenv("HUTCH_S3_TLS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "HUTCH_S3_TLS=%q is not a boolean", v)
+		}
+		c.S3TLS = b
+	}
+	if *s3TLS {
+		c.S3TLS = true
+	}
+	for _, d := range []struct {
+		dst  *Duration
+		flag time.Duration
+		env  string
+	}{{&c.BackupGCInterval, *backupGC, "HUTCH_BACKUP_GC_INTERVAL"}, {&c.BackupOrphanAge, *orphanAge, "HUTCH_BACKUP_ORPHAN_AGE"}} {
+		if v := getenv(d.env); v != "" {
+			dur, err := time.ParseDuration(v)
+			if err != nil {
+				return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "%s=%q is not a duration", d.env, v)
+			}
+			*d.dst = Duration(dur)
+		}
+		if d.flag != 0 {
+			*d.dst = Duration(d.flag)
+		}
+	}
 	if v := getenv("HUTCH_PROCESS_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -255,6 +328,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	if c.ImagesDir == "" {
 		c.ImagesDir = filepath.Join(c.StateDir, "images")
+	}
+	if c.BlobDir == "" {
+		c.BlobDir = filepath.Join(c.StateDir, "blobs")
 	}
 	return c, c.Validate()
 }
@@ -313,6 +389,21 @@ func (c Config) Validate() error {
 	}
 	if c.ProcessRetention < Duration(time.Second) {
 		bad("process retention %s must be at least 1s", time.Duration(c.ProcessRetention))
+	}
+	switch c.BlobStore {
+	case "local":
+		if !filepath.IsAbs(c.BlobDir) {
+			bad("blob dir %q must be an absolute path", c.BlobDir)
+		}
+	case "s3":
+		if c.S3Endpoint == "" || c.S3Bucket == "" {
+			bad("blob store s3 needs s3Endpoint and s3Bucket")
+		}
+	default:
+		bad("blob store %q: want \"local\" or \"s3\"", c.BlobStore)
+	}
+	if c.BackupGCInterval < Duration(time.Second) || c.BackupOrphanAge < Duration(time.Second) {
+		bad("backup GC interval and orphan age must be at least 1s")
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/backup"
+	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/image"
@@ -25,6 +27,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime/runc"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/server"
+	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/token"
 )
@@ -106,6 +109,22 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		log.Error("recovery incomplete", "err", err)
 	}
 
+	bk, blobs, err := openBackups(ctx, cfg, st, mgr, log.With("component", "backup"))
+	if err != nil {
+		return err
+	}
+	gcCtx, stopGC := context.WithCancel(ctx)
+	defer stopGC()
+	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))
+	// Snapshots: layers cached under <state>/layers, GC of unused ones at start and hourly.
+	layers, err := snapshot.NewCache(filepath.Join(cfg.StateDir, "layers"), blobs, log.With("component", "snapshot"))
+	if err != nil {
+		return err
+	}
+	mgr.SetLayers(layers)
+	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot")})
+	go snaps.RunGC(gcCtx, time.Hour)
+
 	ports, pv, err := newPreview(cfg, st, st, mgr, log.With("component", "preview"))
 	if err != nil {
 		return err
@@ -127,8 +146,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
+	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
+	api.SetBackups(bk)
+	api.SetSnapshots(snaps)
 	srv := &http.Server{
-		Handler:           server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version),
+		Handler:           api,
 		ReadHeaderTimeout: 30 * time.Second,
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
@@ -162,6 +184,25 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	log.Info("hutchd stopped; sandboxes keep running")
 	return nil
+}
+
+// The backup service holds a sandbox awake during a backup or restore through this method.
+var _ interface{ Hold(id string) func() } = (*sandbox.Manager)(nil)
+
+// openBackups opens the blob store cfg names and returns the backup service on it.
+func openBackups(ctx context.Context, cfg config.Config, st *store.Store, mgr *sandbox.Manager, log *slog.Logger) (*backup.Service, blob.Store, error) {
+	blobs, err := blob.Open(ctx, blob.Config{
+		Kind: cfg.BlobStore,
+		// Temp files of uploads a killed hutchd left are removed once as old as orphan archives.
+		Local: blob.LocalConfig{Dir: cfg.BlobDir, StaleTempAge: time.Duration(cfg.BackupOrphanAge)},
+		S3: blob.S3Config{Endpoint: cfg.S3Endpoint, Bucket: cfg.S3Bucket, Region: cfg.S3Region, AccessKey: cfg.S3AccessKey,
+			SecretKey: cfg.S3SecretKey, Prefix: cfg.S3Prefix, TLS: cfg.S3TLS},
+	}, log)
+	if err != nil {
+		return nil, nil, fmt.Errorf("blob store: %w", err)
+	}
+	log.Info("blob store", "store", blobs.Describe())
+	return backup.New(backup.Config{Blobs: blobs, Store: st, Agents: mgr, OrphanAge: time.Duration(cfg.BackupOrphanAge), Logger: log}), blobs, nil
 }
 
 func writeInfo(stateDir, url string) error {

@@ -39,6 +39,8 @@ func (d hostDialer) DialPort(ctx context.Context, id string, port int) (net.Conn
 
 func (hostDialer) Touch(string) {}
 
+func (hostDialer) Hold(string) func() { return func() {} }
+
 func testStore(t *testing.T) *store.Store {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "hutch.db"))
@@ -151,8 +153,8 @@ func TestPreviewOff(t *testing.T) {
 	if err != nil || pv != nil {
 		t.Fatalf("off: %v, %v; want no listener", pv, err)
 	}
-	p, err := svc.Expose(context.Background(), "sb1", preview.ExposeRequest{Port: 3000, Token: "t"})
-	if err != nil || p.URL != "http://3000-sb1-t.preview.example.com:8443/" {
+	p, err := svc.Expose(context.Background(), "sb1", preview.ExposeRequest{Port: 3000, Token: "token_off"})
+	if err != nil || p.URL != "http://3000-sb1-token_off.preview.example.com:8443/" {
 		t.Fatalf("Expose = %+v, %v", p, err)
 	}
 }
@@ -169,8 +171,8 @@ func TestPreviewTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := servePreview(t, pv, roots)
-	p, err := svc.Expose(context.Background(), "sb1", preview.ExposeRequest{Port: 8080, Token: "tls"})
-	if err != nil || p.URL != "https://8080-sb1-tls.localhost/" {
+	p, err := svc.Expose(context.Background(), "sb1", preview.ExposeRequest{Port: 8080, Token: "token_tls"})
+	if err != nil || p.URL != "https://8080-sb1-token_tls.localhost/" {
 		t.Fatalf("Expose = %+v, %v", p, err)
 	}
 	if st, body := get(t, c, p.URL); st != 200 || body != "hello from localhost:8080 proto https" {

@@ -7,6 +7,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -152,4 +154,76 @@ func TestDialErrors(t *testing.T) {
 			t.Errorf("%s: err = %v; want %v", tt.name, err, tt.want)
 		}
 	}
+}
+
+// TestDialHangingPinsNoThreads dials, many at once, a port in the namespace whose listener never
+// accepts (its backlog fills, so later handshakes hang): the dials end with their context, and
+// waiting for them does not hold one OS thread each (a sandbox could otherwise exhaust hutchd's
+// threads and file descriptors).
+func TestDialHangingPinsNoThreads(t *testing.T) {
+	path, ns := testNS(t, "hutchnt-hang")
+	var lfd int
+	if err := inNS(ns, func() error {
+		var err error
+		if lfd, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0); err != nil {
+			return err
+		}
+		if err := syscall.Bind(lfd, &syscall.SockaddrInet4{Port: 47001, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			return err
+		}
+		return syscall.Listen(lfd, 0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(lfd)
+
+	const n = 150
+	before := threads(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := Dial(ctx, path, "tcp4", "127.0.0.1:47001")
+			if c != nil {
+				defer c.Close()
+				<-ctx.Done() // keep the accepted-by-kernel connections open, so the backlog stays full
+			}
+			errs <- err
+		}()
+	}
+	time.Sleep(time.Second) // the dials are waiting now
+	peak := threads(t)
+	hung := 0
+	for range n {
+		if err := <-errs; err != nil {
+			var ne net.Error
+			if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+				t.Fatalf("dial: %v; want the context's deadline", err)
+			}
+			hung++
+		}
+	}
+	if hung == 0 {
+		t.Fatal("no dial hung: the test did not fill the backlog")
+	}
+	if peak-before > n/3 {
+		t.Fatalf("%d hanging dials took %d more OS threads (%d → %d); want them waiting in the poller", hung, peak-before, before, peak)
+	}
+}
+
+func threads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatal("no Threads line in /proc/self/status")
+	return 0
 }

@@ -33,6 +33,8 @@ func (d nsDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 
 func (nsDialer) Touch(string) {}
 
+func (nsDialer) Hold(string) func() { return func() {} }
+
 // listenIn opens a TCP listener on addr inside the namespace at path.
 func listenIn(t *testing.T, path, addr string) net.Listener {
 	t.Helper()

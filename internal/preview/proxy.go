@@ -26,6 +26,10 @@ type Dialer interface {
 	// Touch records a preview request as activity on a running sandbox (requests on pooled
 	// connections do not dial).
 	Touch(id string)
+	// Hold keeps the sandbox from going to sleep until release is called (and counts as
+	// activity at both ends): the proxy holds it for each request's whole duration, streamed
+	// replies and WebSocket connections included.
+	Hold(id string) (release func())
 }
 
 // PortLookup finds an exposed port's record; *store.Store implements it. Not exposed →
@@ -48,7 +52,23 @@ type Proxy struct {
 	log       *slog.Logger
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
+
+	dialsMu sync.Mutex
+	dials   map[string]chan struct{} // per sandbox: a slot per dial in progress
 }
+
+// Limits of the connections the proxy makes into sandboxes. A sandbox decides how long a dial
+// or a reply's headers take, so each is bounded: a sandbox that never accepts must not pile up
+// waiting dials (and their sockets) in hutchd.
+const (
+	// DialTimeout bounds the wait for a dial slot.
+	DialTimeout = 10 * time.Second
+	// MaxDialsPerSandbox is how many connects into one sandbox may be in progress at once;
+	// further requests wait for a slot (within DialTimeout).
+	MaxDialsPerSandbox = 64
+	// MaxResponseHeaderBytes bounds the headers of a sandbox's reply.
+	MaxResponseHeaderBytes = 1 << 20
+)
 
 // targetKey is the context key of the routed Target.
 type targetKey struct{}
@@ -60,15 +80,16 @@ func NewProxy(domain string, ports PortLookup, dialer Dialer, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{domain: domain, ports: ports, dialer: dialer, log: log}
+	p := &Proxy{domain: domain, ports: ports, dialer: dialer, log: log, dials: map[string]chan struct{}{}}
 	p.transport = &http.Transport{
-		Proxy:                 nil,
-		DialContext:           p.dial,
-		MaxIdleConns:          1024,
-		MaxIdleConnsPerHost:   128,
-		IdleConnTimeout:       90 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		DisableCompression:    true, // pass Accept-Encoding and bodies through as they are
+		Proxy:                  nil,
+		DialContext:            p.dial,
+		MaxIdleConns:           1024,
+		MaxIdleConnsPerHost:    128,
+		IdleConnTimeout:        90 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		DisableCompression:     true, // pass Accept-Encoding and bodies through as they are
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:       p.rewrite,
@@ -86,14 +107,17 @@ func (p *Proxy) Close() { p.transport.CloseIdleConnections() }
 
 // ServeHTTP routes a preview request: unparsable host, unknown sandbox, unexposed port or wrong
 // token → 404 INVALID_TOKEN (always the same reply); else the request is proxied to the
-// sandbox. The port not answering → 502 SERVICE_NOT_RESPONDING.
+// sandbox, which is held awake (Dialer.Hold) until the request, its streamed reply or its
+// WebSocket ends. The port not answering → 502 SERVICE_NOT_RESPONDING.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, ok := ParseHost(r.Host, p.domain)
 	if !ok || !p.tokenMatches(r.Context(), t) {
-		writeNotFound(w)
+		refuse(w)
 		return
 	}
 	p.dialer.Touch(t.SandboxID)
+	release := p.dialer.Hold(t.SandboxID)
+	defer release()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, t)))
 }
 
@@ -106,7 +130,9 @@ func (p *Proxy) tokenMatches(ctx context.Context, t Target) bool {
 	case err == nil:
 		want = rec.Token
 	case !errdefs.IsCode(err, errdefs.CodePortNotExposed):
-		p.log.WarnContext(ctx, "preview token lookup", "sandbox_id", t.SandboxID, "port", t.Port, "err", err)
+		if ctx.Err() == nil { // a client that left mid-lookup is not worth a warning
+			p.log.WarnContext(ctx, "preview token lookup", "sandbox_id", t.SandboxID, "port", t.Port, "err", err)
+		}
 	}
 	match := subtle.ConstantTimeCompare([]byte(t.Token), []byte(want)) == 1
 	return match && err == nil
@@ -140,7 +166,34 @@ func (p *Proxy) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preview: dial %q: %w", addr, err)
 	}
+	release, err := p.dialSlot(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	return p.dialer.DialPort(ctx, id, port)
+}
+
+// dialSlot waits (at most DialTimeout) for one of the sandbox's MaxDialsPerSandbox dial slots
+// and returns its release. The connect itself is bounded by the Dialer (sandbox.ConnectTimeout).
+func (p *Proxy) dialSlot(ctx context.Context, id string) (func(), error) {
+	p.dialsMu.Lock()
+	sem := p.dials[id]
+	if sem == nil {
+		sem = make(chan struct{}, MaxDialsPerSandbox)
+		p.dials[id] = sem
+	}
+	p.dialsMu.Unlock()
+	timer := time.NewTimer(DialTimeout)
+	defer timer.Stop()
+	select {
+	case sem <- struct{}{}:
+		return func() { <-sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-timer.C:
+		return nil, fmt.Errorf("preview: %d connects into sandbox %q already waiting: %w", MaxDialsPerSandbox, id, context.DeadlineExceeded)
+	}
 }
 
 // proxyError answers a request whose upstream failed before a response started.
@@ -177,6 +230,18 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return 
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// refuse answers a request that does not route with the one 404, and closes the connection
+// instead of reading a body the client announced (which it may never send).
+func refuse(w http.ResponseWriter) {
+	// net/http would otherwise try to read up to 256 KiB of the unread body, before writing
+	// the reply or after it, and wait for it forever: no more reading from this connection.
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	_ = rc.SetReadDeadline(time.Now())
+	w.Header().Set("Connection", "close")
+	writeNotFound(w)
+}
 
 // errNotFound is the one reply for every preview request that does not route.
 var errNotFound = errdefs.New(errdefs.CodeInvalidToken, "preview URL not found")

@@ -33,9 +33,28 @@ type localDialer struct {
 	addrs   map[string]string // "<id>:<port>" → real address
 	dials   atomic.Int64
 	touches atomic.Int64
+	held    atomic.Int64 // holds not released yet
 }
 
 func (d *localDialer) Touch(id string) { d.touches.Add(1) }
+
+func (d *localDialer) Hold(id string) func() {
+	d.held.Add(1)
+	var once sync.Once
+	return func() { once.Do(func() { d.held.Add(-1) }) }
+}
+
+// waitHeld waits (bounded) until the dialer's open holds are want.
+func (d *localDialer) waitHeld(t *testing.T, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for d.held.Load() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("open holds = %d; want %d", d.held.Load(), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 func (d *localDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	d.dials.Add(1)
@@ -330,11 +349,16 @@ func TestProxyStreamsSSE(t *testing.T) {
 		close(release)
 		t.Fatal("first event not delivered while the upstream handler runs (buffered)")
 	}
+	// The open stream holds the sandbox awake until it ends.
+	if n := f.dialer.held.Load(); n != 1 {
+		t.Fatalf("open holds during the stream = %d; want 1", n)
+	}
 	close(release)
 	rest, _ := io.ReadAll(br)
 	if string(rest) != "\ndata: second\n\n" {
 		t.Fatalf("rest = %q", rest)
 	}
+	f.dialer.waitHeld(t, 0)
 }
 
 func TestProxyWebSocket(t *testing.T) {
@@ -376,7 +400,12 @@ func TestProxyWebSocket(t *testing.T) {
 			t.Fatalf("read = %q, %v", got, err)
 		}
 	}
+	// An open WebSocket holds the sandbox awake; closing it releases the hold.
+	if n := f.dialer.held.Load(); n != 1 {
+		t.Fatalf("open holds with the WebSocket open = %d; want 1", n)
+	}
 	c.Close(websocket.StatusNormalClosure, "")
+	f.dialer.waitHeld(t, 0)
 
 	// A wrong token: the upgrade is refused with the 404.
 	badURL := wsURL[:strings.LastIndex(wsURL, "-")+1] + "wrong.localhost/ws"
@@ -527,6 +556,8 @@ type failingDialer struct{}
 
 func (failingDialer) Touch(string) {}
 
+func (failingDialer) Hold(string) func() { return func() {} }
+
 func (failingDialer) DialPort(context.Context, string, int) (net.Conn, error) {
 	return nil, errdefs.New(errdefs.CodeSandboxStartFailed, "start failed: /var/lib/hutch/secret-path").With("agentLog", "private log")
 }
@@ -545,5 +576,32 @@ func TestProxySandboxStartFailed(t *testing.T) {
 	}
 	if bytes.Contains(body, []byte("secret-path")) || bytes.Contains(body, []byte("private log")) {
 		t.Fatalf("internal details in the preview reply: %s", body)
+	}
+}
+
+// TestProxyRefusalDoesNotWaitForBody sends a refused request that announces a body and never
+// sends it: the 404 comes at once and the connection is closed, so such requests cannot hold
+// hutchd's connections (no token is needed to send them).
+func TestProxyRefusalDoesNotWaitForBody(t *testing.T) {
+	f := newFixture(t)
+	c, err := net.Dial("tcp", f.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: 8080-sb1-nope.localhost\r\nContent-Length: 100000\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no reply while the body is outstanding: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusNotFound || !resp.Close {
+		t.Fatalf("reply %d, close %v; want 404 and the connection closed", resp.StatusCode, resp.Close)
+	}
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection after the refusal: %v; want EOF (closed by the server)", err)
 	}
 }

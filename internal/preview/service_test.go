@@ -52,12 +52,12 @@ func TestServiceExpose(t *testing.T) {
 		}
 	}
 
-	custom, err := svc.Expose(ctx, "sb1", ExposeRequest{Port: 3000, Token: "my_tok"})
-	if err != nil || custom.Token != "my_tok" || custom.URL != "http://3000-sb1-my_tok.localhost:7412/" || custom.Name != "" {
+	custom, err := svc.Expose(ctx, "sb1", ExposeRequest{Port: 3000, Token: "my_token"})
+	if err != nil || custom.Token != "my_token" || custom.URL != "http://3000-sb1-my_token.localhost:7412/" || custom.Name != "" {
 		t.Fatalf("Expose custom = %+v, %v", custom, err)
 	}
 	// The same custom token is fine in another sandbox.
-	if _, err := svc.Expose(ctx, "sb2", ExposeRequest{Port: 3000, Token: "my_tok"}); err != nil {
+	if _, err := svc.Expose(ctx, "sb2", ExposeRequest{Port: 3000, Token: "my_token"}); err != nil {
 		t.Fatalf("other sandbox, same token: %v", err)
 	}
 
@@ -72,12 +72,13 @@ func TestServiceExpose(t *testing.T) {
 		{"port 70000", "sb1", ExposeRequest{Port: 70000}, errdefs.CodeInvalidPort},
 		{"reserved", "sb1", ExposeRequest{Port: 7412}, errdefs.CodeInvalidPort},
 		{"token hyphen", "sb1", ExposeRequest{Port: 4000, Token: "a-b"}, errdefs.CodeBadPortToken},
-		{"token upper", "sb1", ExposeRequest{Port: 4000, Token: "ABC"}, errdefs.CodeBadPortToken},
+		{"token upper", "sb1", ExposeRequest{Port: 4000, Token: "ABCDEFGHIJ"}, errdefs.CodeBadPortToken},
 		{"token long", "sb1", ExposeRequest{Port: 4000, Token: strings.Repeat("a", 17)}, errdefs.CodeBadPortToken},
+		{"token short", "sb1", ExposeRequest{Port: 4000, Token: "abc"}, errdefs.CodeBadPortToken},
 		{"name long", "sb1", ExposeRequest{Port: 4000, Name: strings.Repeat("n", 64)}, errdefs.CodeInvalidArgument},
 		{"name control", "sb1", ExposeRequest{Port: 4000, Name: "a\nb"}, errdefs.CodeInvalidArgument},
-		{"token in use", "sb1", ExposeRequest{Port: 4000, Token: "my_tok"}, errdefs.CodeTokenInUse},
-		{"other token", "sb1", ExposeRequest{Port: 8080, Token: "other"}, errdefs.CodePortAlreadyExposed},
+		{"token in use", "sb1", ExposeRequest{Port: 4000, Token: "my_token"}, errdefs.CodeTokenInUse},
+		{"other token", "sb1", ExposeRequest{Port: 8080, Token: "other_token"}, errdefs.CodePortAlreadyExposed},
 		{"other name", "sb1", ExposeRequest{Port: 8080, Name: "api"}, errdefs.CodePortAlreadyExposed},
 		{"unknown sandbox", "nope", ExposeRequest{Port: 4000}, errdefs.CodeSandboxNotFound},
 		{"bad id", "Bad_ID", ExposeRequest{Port: 4000}, errdefs.CodeInvalidSandboxID},
@@ -111,7 +112,7 @@ func TestServiceExpose(t *testing.T) {
 		}
 	}
 	// The freed token serves another port now.
-	if _, err := svc.Expose(ctx, "sb1", ExposeRequest{Port: 5000, Token: "my_tok"}); err != nil {
+	if _, err := svc.Expose(ctx, "sb1", ExposeRequest{Port: 5000, Token: "my_token"}); err != nil {
 		t.Fatalf("reuse unexposed token: %v", err)
 	}
 }

@@ -20,12 +20,15 @@ import (
 )
 
 // Mount mounts an overlayfs at merged with lower as the read-only layer and upper/work as the
-// writable layer. Missing upper, work and merged directories are created (0755); lower must
-// exist. All four paths must be absolute; upper and work must be on the same filesystem.
+// writable layer. lower may also be several directories joined by ':', topmost first (snapshot
+// layers above a base image; see JoinLower). Missing upper, work and merged directories are
+// created (0755); every lower must exist. All paths must be absolute; upper and work must be on
+// the same filesystem.
 // Mounting over an existing mount at merged stacks a second mount, so callers check IsMounted
 // first when they may be retrying.
 func Mount(lower, upper, work, merged string) error {
-	for _, p := range []string{lower, upper, work, merged} {
+	lowers := strings.Split(lower, ":")
+	for _, p := range append(lowers[:len(lowers):len(lowers)], upper, work, merged) {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("rootfs: path %q is not absolute", p)
 		}
@@ -33,10 +36,12 @@ func Mount(lower, upper, work, merged string) error {
 			return fmt.Errorf("rootfs: path %q contains ',' or ':', which overlayfs options cannot carry", p)
 		}
 	}
-	if fi, err := os.Stat(lower); err != nil {
-		return fmt.Errorf("rootfs: lower dir: %w", err)
-	} else if !fi.IsDir() {
-		return fmt.Errorf("rootfs: lower %q is not a directory", lower)
+	for _, l := range lowers {
+		if fi, err := os.Stat(l); err != nil {
+			return fmt.Errorf("rootfs: lower dir: %w", err)
+		} else if !fi.IsDir() {
+			return fmt.Errorf("rootfs: lower %q is not a directory", l)
+		}
 	}
 	for _, d := range []string{upper, work, merged} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -75,3 +80,6 @@ func Unmount(merged string) error {
 		}
 	}
 }
+
+// JoinLower joins lower directories, topmost first, into Mount's lower argument.
+func JoinLower(dirs ...string) string { return strings.Join(dirs, ":") }

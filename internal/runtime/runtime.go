@@ -104,3 +104,15 @@ type Runtime interface {
 	// error. After Delete returns, no process of the container remains and its cgroup is gone.
 	Delete(ctx context.Context, id string, force bool) error
 }
+
+// Pauser is implemented by backends that can freeze a container's processes in place (the
+// cgroup freezer) and thaw them again, e.g. to take a consistent snapshot of its disk. A paused
+// container keeps its memory and open files; Delete with force removes a paused container too.
+type Pauser interface {
+	// Pause freezes every process of the running container. Errors: errdefs.ErrNotFound
+	// (unknown ID), errdefs.ErrFailedPrecondition (not running).
+	Pause(ctx context.Context, id string) error
+	// Resume thaws a paused container. Errors: errdefs.ErrNotFound,
+	// errdefs.ErrFailedPrecondition (not paused).
+	Resume(ctx context.Context, id string) error
+}

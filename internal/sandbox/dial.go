@@ -6,10 +6,14 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/netns"
 )
+
+// ConnectTimeout bounds one connect into a sandbox (its server may never accept).
+const ConnectTimeout = 10 * time.Second
 
 // DialPort opens a TCP connection to port inside sandbox id's network namespace, as a process
 // in the sandbox would reach localhost: 127.0.0.1:port first and, when that is refused,
@@ -25,6 +29,8 @@ func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 		return nil, err
 	}
 	p := strconv.Itoa(port)
+	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout)
+	defer cancel()
 	conn, err := netns.Dial(ctx, nsPath, "tcp4", "127.0.0.1:"+p)
 	if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
 		return conn, err

@@ -1,6 +1,6 @@
 // Package sandbox is hutchd's sandbox manager: it maps a sandbox ID to its record in the store
-// and its running instance, and drives the lifecycle (creating → running → stopped →
-// destroyed) over the image store, the overlay root filesystem, the network namespace, the
+// and its running instance, and drives the lifecycle (creating → running → stopping →
+// sleeping or stopped → starting → running …, destroyed) over the image store, the overlay root filesystem, the network namespace, the
 // egress service and the container runtime. It owns every long-lived resource of a sandbox; an
 // API request only borrows them.
 //
@@ -12,7 +12,11 @@
 // Crash safety: the store is written before and after each step, and Recover (run once at
 // start) reconciles the store with what the kernel and the runtime really hold: running
 // sandboxes whose agent answers are re-adopted; everything else (containers, mounts, network
-// namespaces, veths) is torn down and the record marked stopped.
+// namespaces, veths) is torn down and the record marked stopped (or sleeping, for a sleep or
+// wake that was cut short).
+//
+// Sleep (sleep.go): an idle reaper owned by the Manager puts running sandboxes to sleep when
+// they have had no activity for their sleepAfter and nothing holds them (Hold).
 package sandbox
 
 import (
@@ -94,6 +98,9 @@ type Config struct {
 	// stream log buffer in bytes; how long finished ones are kept). Zero: the agent's defaults.
 	ProcessLogBytes  int
 	ProcessRetention time.Duration
+	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
+	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
+	IdleCheckInterval time.Duration
 }
 
 // Manager owns every sandbox of this host.
@@ -106,6 +113,7 @@ type Manager struct {
 	nets   Networks
 	egress Egress
 	rootfs RootFS
+	layers LayerSource // snapshot layers (snapshot.go); nil until SetLayers
 
 	agentPath string   // content-addressed copy of AgentBinary under StateDir
 	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here
@@ -115,6 +123,15 @@ type Manager struct {
 
 	mu        sync.RWMutex
 	instances map[string]*instance // running sandboxes; guarded by mu
+
+	// Lock order: mu before holdMu; never the reverse.
+	holdMu   sync.Mutex
+	holds    map[string]int  // sandbox ID → requests in flight (Hold); guarded by holdMu
+	sleeping map[string]bool // idle sleeps in progress; guarded by holdMu
+
+	stopReaper chan struct{}  // closed by Close
+	bg         sync.WaitGroup // the reaper and the idle sleeps it started
+	closeOnce  sync.Once
 }
 
 // instance is a running sandbox.
@@ -123,16 +140,32 @@ type instance struct {
 	net       Net
 	transport *http.Transport
 	// lastActive is the Unix time in nanoseconds of the last activity: an operation through
-	// Ensure (every API call on the sandbox), a preview request (Touch), or the start.
+	// Ensure (every API call on the sandbox), a preview request (Touch), the start or end of a
+	// held request (Hold), a settings change, or the start.
 	lastActive atomic.Int64
+	// sleepAfter (nanoseconds) and keepAlive mirror the record, so the reaper reads no store.
+	sleepAfter atomic.Int64
+	keepAlive  atomic.Bool
 }
 
-// newInstance returns a running sandbox's instance, active now.
-func newInstance(pid int, n Net, tr *http.Transport) *instance {
+// newInstance returns a running sandbox's instance, active now, with rec's sleep settings.
+func newInstance(pid int, n Net, tr *http.Transport, rec store.Sandbox) *instance {
 	inst := &instance{pid: pid, net: n, transport: tr}
 	inst.lastActive.Store(time.Now().UnixNano())
+	inst.setSleep(rec.SleepAfter, rec.KeepAlive)
 	return inst
 }
+
+// setSleep sets the sleep settings; a sleepAfter of 0 means the default.
+func (inst *instance) setSleep(sleepAfter time.Duration, keepAlive bool) {
+	if sleepAfter <= 0 {
+		sleepAfter = store.DefaultSleepAfter
+	}
+	inst.sleepAfter.Store(int64(sleepAfter))
+	inst.keepAlive.Store(keepAlive)
+}
+
+func (inst *instance) touch() { inst.lastActive.Store(time.Now().UnixNano()) }
 
 type idLock struct {
 	mu   sync.Mutex
@@ -147,10 +180,16 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 	if cfg.AgentTimeout <= 0 {
 		cfg.AgentTimeout = 30 * time.Second
 	}
+	if cfg.IdleCheckInterval <= 0 {
+		cfg.IdleCheckInterval = time.Second
+	}
 	m := &Manager{
 		cfg: cfg, log: log, store: st, rt: rt, images: images, nets: nets, egress: eg, rootfs: fs,
-		locks:     map[string]*idLock{},
-		instances: map[string]*instance{},
+		locks:      map[string]*idLock{},
+		instances:  map[string]*instance{},
+		holds:      map[string]int{},
+		sleeping:   map[string]bool{},
+		stopReaper: make(chan struct{}),
 	}
 	p, err := installAgent(cfg.StateDir, cfg.AgentBinary)
 	if err != nil {
@@ -169,6 +208,8 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 		return nil, fmt.Errorf("agents dir: %w", err)
 	}
 	m.agentsDir = os.NewFile(uintptr(fd), dir)
+	m.bg.Add(1)
+	go m.reap()
 	return m, nil
 }
 
@@ -206,16 +247,26 @@ type Info struct {
 	StartedAt    *time.Time        `json:"startedAt,omitempty"`
 	Address      string            `json:"address,omitempty"`
 	LastError    string            `json:"lastError,omitempty"`
-	// LastActivityAt is the last API operation on the running sandbox or preview request to it
-	// (absent when it is not running). Sleep after idleness (a later issue) builds on it.
+	// LastActivityAt is the last activity on the running sandbox (API operation, preview
+	// request, end of a held stream); absent when it is not running. The sandbox sleeps when
+	// it is SleepAfter old and nothing holds the sandbox.
 	LastActivityAt *time.Time `json:"lastActivityAt,omitempty"`
+	// SleepAfter is the idle time before the sandbox sleeps, as a Go duration ("10m", "30s").
+	SleepAfter string `json:"sleepAfter"`
+	// KeepAlive: the sandbox never sleeps.
+	KeepAlive bool `json:"keepAlive"`
+	// Snapshot is the snapshot the sandbox's disk was created or restored from, and Layers its
+	// layers below the sandbox's own changes, newest first (snapshot.go).
+	Snapshot string   `json:"snapshot,omitempty"`
+	Layers   []string `json:"layers,omitempty"`
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {
 	in := Info{
 		ID: rec.ID, Status: rec.Status, Image: rec.ImageName, ImageID: rec.Image,
 		InstanceType: rec.InstanceType, EnvVars: rec.EnvVars, CreatedAt: rec.CreatedAt,
-		LastError: rec.LastError,
+		LastError: rec.LastError, SleepAfter: FormatSleepAfter(rec.SleepAfter), KeepAlive: rec.KeepAlive,
+		Snapshot: rec.Snapshot, Layers: rec.Layers,
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt
@@ -237,6 +288,16 @@ type CreateOptions struct {
 	Image        string
 	InstanceType string
 	EnvVars      map[string]string
+	// SleepAfter is the idle time before the sandbox sleeps: 0 means store.DefaultSleepAfter,
+	// else MinSleepAfter–MaxSleepAfter. KeepAlive: it never sleeps (see Update).
+	SleepAfter time.Duration
+	KeepAlive  bool
+	// Layers are snapshot layers (digests, newest first) below the new sandbox's disk, from
+	// Snapshot; ImageName is the image name recorded when Image is an ID. Set by the snapshot
+	// service (internal/snapshot), never from a request directly.
+	Layers    []string
+	Snapshot  string
+	ImageName string
 }
 
 // GetOrCreate returns the sandbox with opts.ID, creating it if it does not exist, and makes sure
@@ -252,6 +313,11 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 	}
 	if err := validateEnv(opts.EnvVars); err != nil {
 		return Info{}, false, err
+	}
+	if opts.SleepAfter != 0 {
+		if err := ValidateSleepAfter(opts.SleepAfter); err != nil {
+			return Info{}, false, err
+		}
 	}
 	unlock := m.lock(opts.ID)
 	defer unlock()
@@ -269,9 +335,14 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 		if err != nil {
 			return Info{}, false, err
 		}
+		if opts.ImageName != "" {
+			name = opts.ImageName
+		}
 		rec, err = m.store.Insert(ctx, store.Sandbox{
 			ID: opts.ID, Image: img.ID, ImageName: name, InstanceType: it.Name,
+			Layers: opts.Layers, Snapshot: opts.Snapshot,
 			EnvVars: opts.EnvVars, Status: store.StatusCreating,
+			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive,
 		})
 		if err != nil {
 			return Info{}, false, err
@@ -323,7 +394,7 @@ func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, err
 	inst := m.instances[id]
 	m.mu.RUnlock()
 	if inst != nil {
-		inst.lastActive.Store(time.Now().UnixNano())
+		inst.touch()
 		return inst.transport, nil
 	}
 	if err := ValidateID(id); err != nil {
@@ -354,7 +425,7 @@ func (m *Manager) Touch(id string) {
 	inst := m.instances[id]
 	m.mu.RUnlock()
 	if inst != nil {
-		inst.lastActive.Store(time.Now().UnixNano())
+		inst.touch()
 	}
 }
 
@@ -377,13 +448,23 @@ func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if err := m.teardown(ctx, rec); err != nil {
+	if rec.Status == store.StatusRunning {
+		if err := m.store.SetStatus(ctx, id, store.StatusStopping, ""); err != nil {
+			return Info{}, err
+		}
+	}
+	// Like a sleep, a stop is not cut short by the caller going away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer cancel()
+	if err := m.teardown(ctx, rec, true); err != nil {
+		_ = m.store.SetStatus(ctx, id, store.StatusError, "stop: "+err.Error())
 		return Info{}, err
 	}
 	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
 		return Info{}, err
 	}
 	rec.Status = store.StatusStopped
+	rec.LastError = ""
 	return m.info(rec), nil
 }
 
@@ -399,7 +480,7 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := m.teardown(ctx, rec); err != nil {
+	if err := m.teardown(ctx, rec, false); err != nil {
 		return err
 	}
 	_ = os.Remove(m.agentSock(id))
@@ -413,9 +494,12 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-// Close releases the manager's in-memory resources. Running sandboxes keep running; the next
-// hutchd re-adopts them (see Recover).
+// Close stops the idle reaper (waiting for sleeps it has begun) and releases the manager's
+// in-memory resources. Running sandboxes keep running; the next hutchd re-adopts them (see
+// Recover). Call it once, after the API has stopped serving.
 func (m *Manager) Close() {
+	m.closeOnce.Do(func() { close(m.stopReaper) })
+	m.bg.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, inst := range m.instances {
@@ -469,7 +553,7 @@ func (m *Manager) Recheck(ctx context.Context, id string) bool {
 		return false
 	}
 	m.log.WarnContext(ctx, "sandbox container is gone; marking stopped", "sandbox_id", id)
-	if err := m.teardown(ctx, rec); err != nil {
+	if err := m.teardown(ctx, rec, false); err != nil {
 		m.log.ErrorContext(ctx, "teardown after container loss", "sandbox_id", id, "err", err)
 		return false
 	}

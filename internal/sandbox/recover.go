@@ -14,10 +14,12 @@ import (
 
 // Recover reconciles the store with the host after a start or a crash of hutchd. A sandbox
 // recorded as running whose container runs and whose agent answers is re-adopted: it keeps its
-// processes, and its network is registered again with the egress service. Every other
-// container, overlay mount, network namespace and host veth of ours is removed, and records
-// left in creating or running are marked stopped (the next request starts them again).
-// Recover must run before requests are served.
+// processes, and its network is registered again with the egress service, and its idle timer
+// starts again from now. Every other container, overlay mount, network namespace and host veth
+// of ours is removed; records left in creating or running are marked stopped, and records left
+// in stopping or starting (a sleep or wake that hutchd's crash cut short) are finished as
+// sleeping, their disk flushed: the next request starts them again, and a sleep can be asked
+// again (it is then a no-op). Recover must run before requests are served.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.List(ctx)
 	if err != nil {
@@ -41,12 +43,19 @@ func (m *Manager) Recover(ctx context.Context) error {
 			keep[rec.ID] = rec.NetSlot
 			continue
 		}
-		if err := m.teardown(ctx, rec); err != nil {
+		transition := rec.Status == store.StatusStopping || rec.Status == store.StatusStarting
+		if err := m.teardown(ctx, rec, transition); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if rec.Status == store.StatusRunning || rec.Status == store.StatusCreating {
+		switch {
+		case rec.Status == store.StatusRunning || rec.Status == store.StatusCreating:
 			if err := m.store.SetStatus(ctx, rec.ID, store.StatusStopped, ""); err != nil {
+				errs = append(errs, err)
+			}
+		case transition:
+			m.log.InfoContext(ctx, "finished an interrupted transition as sleeping", "sandbox_id", rec.ID, "was", rec.Status)
+			if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -105,7 +114,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		return false
 	}
 	m.mu.Lock()
-	m.instances[rec.ID] = newInstance(st.Pid, n, tr)
+	m.instances[rec.ID] = newInstance(st.Pid, n, tr, rec)
 	m.mu.Unlock()
 	m.log.InfoContext(ctx, "sandbox re-adopted", "sandbox_id", rec.ID, "pid", st.Pid)
 	return true

@@ -40,9 +40,18 @@ func (m *Manager) ensureLocked(ctx context.Context, rec store.Sandbox, progress 
 	// would be torn down again. It has its own deadline instead.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
+	if rec.Status != store.StatusCreating && rec.Status != store.StatusStarting {
+		// Waking (from sleeping) or starting (from stopped or error): visible while it runs.
+		if err := m.store.SetStatus(ctx, rec.ID, store.StatusStarting, ""); err != nil {
+			return err
+		}
+		if rec.Status == store.StatusSleeping {
+			m.log.InfoContext(ctx, "waking sandbox", "sandbox_id", rec.ID)
+		}
+	}
 	if err := m.start(ctx, rec, progress); err != nil {
 		m.log.ErrorContext(ctx, "sandbox start failed", "sandbox_id", rec.ID, "err", err)
-		_ = m.teardown(ctx, rec)
+		_ = m.teardown(ctx, rec, false)
 		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, err.Error())
 		if errdefs.CodeOf(err) == errdefs.CodeInternal {
 			return errdefs.Wrap(errdefs.CodeSandboxStartFailed, err, "start sandbox "+strconv.Quote(rec.ID)).With("id", rec.ID)
@@ -77,7 +86,11 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	defer listener.Close()
 
 	merged := filepath.Join(dir, "rootfs")
-	if err := m.rootfs.Mount(img.RootFS, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
+	lower, err := m.lowerDirs(ctx, rec, img.RootFS)
+	if err != nil {
+		return err
+	}
+	if err := m.rootfs.Mount(lower, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
 		return fmt.Errorf("mount root filesystem: %w", err)
 	}
 	n, err := m.nets.Setup(ctx, id, rec.NetSlot)
@@ -119,7 +132,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
 	}
 	listener.Close() // the agent holds the only copy now: it dies with the agent
-	inst := newInstance(st.Pid, n, m.agentTransport(id))
+	inst := newInstance(st.Pid, n, m.agentTransport(id), rec)
 	egressJoined = true
 	if err := <-egressDone; err != nil {
 		inst.transport.CloseIdleConnections()
@@ -141,8 +154,10 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 }
 
 // teardown stops everything of a sandbox except its disk. Every step is idempotent, so it also
-// cleans up after a crash half-way through start.
-func (m *Manager) teardown(ctx context.Context, rec store.Sandbox) error {
+// cleans up after a crash half-way through start. With flush, the file system holding the
+// sandbox's disk (its upper dir) is synced (syncfs) once the container's processes are gone,
+// so file data written without fsync is on disk before the sandbox sleeps or stops.
+func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) error {
 	id := rec.ID
 	m.mu.Lock()
 	inst := m.instances[id]
@@ -169,6 +184,11 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox) error {
 		}
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		errs = append(errs, fmt.Errorf("container state: %w", err))
+	}
+	if flush {
+		if err := syncDir(filepath.Join(m.sandboxDir(id), "upper")); err != nil {
+			errs = append(errs, fmt.Errorf("flush disk: %w", err))
+		}
 	}
 	if err := m.egress.RemoveSandbox(id); err != nil {
 		errs = append(errs, fmt.Errorf("egress: %w", err))

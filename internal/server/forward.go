@@ -68,7 +68,8 @@ func agentPath(rt route, r *http.Request) string {
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
 // whole (bounded, checked to be JSON) before the sandbox is touched, so bad input changes
 // nothing; raw bodies and all replies are streamed, and SSE replies are flushed per read. If the
-// caller goes away the agent request is cancelled, which kills the command it runs.
+// caller goes away the agent request is cancelled, which kills the command it runs. The sandbox
+// is held awake (Manager.Hold) until the reply is done.
 func (s *Server) forward(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = http.NoBody
@@ -93,6 +94,10 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 			}
 		}
 		id := r.PathValue("id")
+		// The request holds the sandbox awake for its whole duration, streamed reply included
+		// (taken before Ensure: a sleep that has not begun cannot begin now).
+		release := s.mgr.Hold(id)
+		defer release()
 		resp, err := s.roundTrip(r, rt, id, body, length)
 		if err != nil {
 			var ee *errdefs.Error

@@ -86,7 +86,7 @@ func TestPortsAPI(t *testing.T) {
 			t.Fatalf("re-expose %s: %d %v; want token %s", body, st, m, tok)
 		}
 	}
-	if st, m = call(t, srv, "POST", "/v1/sandboxes/sb1/ports", `{"port": 3000, "token": "mine"}`); st != 200 || m["token"] != "mine" {
+	if st, m = call(t, srv, "POST", "/v1/sandboxes/sb1/ports", `{"port": 3000, "token": "mine_1234"}`); st != 200 || m["token"] != "mine_1234" {
 		t.Fatalf("custom token: %d %v", st, m)
 	}
 
@@ -96,7 +96,7 @@ func TestPortsAPI(t *testing.T) {
 		t.Fatalf("list: %d %v", st, m)
 	}
 	first, _ := ports[0].(map[string]any)
-	if first["port"] != float64(3000) || first["token"] != "mine" || first["url"] != "http://3000-sb1-mine.localhost:7412/" || first["exposedAt"] == nil {
+	if first["port"] != float64(3000) || first["token"] != "mine_1234" || first["url"] != "http://3000-sb1-mine_1234.localhost:7412/" || first["exposedAt"] == nil {
 		t.Fatalf("list entry %v", first)
 	}
 
@@ -111,7 +111,7 @@ func TestPortsAPI(t *testing.T) {
 
 func TestPortsAPIErrors(t *testing.T) {
 	srv := portsServer(t, true)
-	if st, m := call(t, srv, "POST", "/v1/sandboxes/sb1/ports", `{"port": 8080, "token": "taken"}`); st != 200 {
+	if st, m := call(t, srv, "POST", "/v1/sandboxes/sb1/ports", `{"port": 8080, "token": "taken_12"}`); st != 200 {
 		t.Fatalf("setup: %d %v", st, m)
 	}
 	tests := []struct {
@@ -130,8 +130,8 @@ func TestPortsAPIErrors(t *testing.T) {
 		{"bad token", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8081, "token": "Bad-Token"}`, 400, errdefs.CodeBadPortToken},
 		{"long token", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8081, "token": "much_too_long_token_x"}`, 400, errdefs.CodeBadPortToken},
 		{"bad name", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8081, "name": "a\u0000b"}`, 400, errdefs.CodeInvalidArgument},
-		{"token reuse", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8081, "token": "taken"}`, 409, errdefs.CodeTokenInUse},
-		{"other token", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8080, "token": "other"}`, 409, errdefs.CodePortAlreadyExposed},
+		{"token reuse", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8081, "token": "taken_12"}`, 409, errdefs.CodeTokenInUse},
+		{"other token", "POST", "/v1/sandboxes/sb1/ports", `{"port": 8080, "token": "other_12"}`, 409, errdefs.CodePortAlreadyExposed},
 		{"unknown sandbox", "POST", "/v1/sandboxes/nope/ports", `{"port": 8081}`, 404, errdefs.CodeSandboxNotFound},
 		{"bad sandbox id", "POST", "/v1/sandboxes/Bad_ID/ports", `{"port": 8081}`, 400, errdefs.CodeInvalidSandboxID},
 		{"list unknown", "GET", "/v1/sandboxes/nope/ports", ``, 404, errdefs.CodeSandboxNotFound},

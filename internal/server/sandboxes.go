@@ -11,17 +11,27 @@ type createRequest struct {
 	Image        string            `json:"image"`
 	InstanceType string            `json:"instanceType"`
 	EnvVars      map[string]string `json:"envVars"`
+	// SleepAfter and KeepAlive: see lifecycle_sleep.go.
+	SleepAfter sleepAfterValue `json:"sleepAfter"`
+	KeepAlive  bool            `json:"keepAlive"`
+	// Snapshot ("sha256-…") creates the sandbox from a snapshot (snapshots.go).
+	Snapshot string `json:"snapshot"`
 }
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req createRequest
-	if err := readJSON(w, r, &req); err != nil {
+	if err := readOptions(w, r, &req); err != nil {
 		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	if req.Snapshot != "" {
+		s.createFromSnapshot(w, r, req)
 		return
 	}
 	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
+		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive,
 	}, nil)
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -46,8 +47,11 @@ type Server struct {
 	mgr     *sandbox.Manager
 	images  Images
 	ports   Ports
-	version string
-	mux     *http.ServeMux
+	backups Backups // nil: backups are not available (SetBackups)
+	// snapshots is nil when snapshots are not available (SetSnapshots).
+	snapshots Snapshots
+	version   string
+	mux       *http.ServeMux
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
@@ -69,19 +73,46 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/sandboxes/{id}/ports", s.auth(s.exposePort))
 	s.mux.Handle("GET /v1/sandboxes/{id}/ports", s.auth(s.listPorts))
 	s.mux.Handle("DELETE /v1/sandboxes/{id}/ports/{port}", s.auth(s.unexposePort))
+	// Sleep and wake (lifecycle_sleep.go).
+	s.mux.Handle("PATCH /v1/sandboxes/{id}", s.auth(s.updateSandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/sleep", s.auth(s.sleepSandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/wake", s.auth(s.wakeSandbox))
+	// Backups (backups.go).
+	s.mux.Handle("POST /v1/sandboxes/{id}/backups", s.auth(s.createBackup))
+	s.mux.Handle("POST /v1/sandboxes/{id}/backups/{bid}/restore", s.auth(s.restoreBackup))
+	s.mux.Handle("GET /v1/backups", s.auth(s.listBackups))
+	s.mux.Handle("GET /v1/backups/{bid}", s.auth(s.getBackup))
+	s.mux.Handle("DELETE /v1/backups/{bid}", s.auth(s.deleteBackup))
+	// Snapshots and forks (snapshots.go).
+	s.mux.Handle("POST /v1/sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
+	s.mux.Handle("POST /v1/sandboxes/{id}/fork", s.auth(s.forkSandbox))
+	s.mux.Handle("POST /v1/sandboxes/{id}/restore-snapshot", s.auth(s.restoreSnapshot))
+	s.mux.Handle("GET /v1/snapshots", s.auth(s.listSnapshots))
+	s.mux.Handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
 	for _, r := range forwarded {
 		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
 	// A known path with another method: 405 with the allowed methods.
 	allowed := map[string][]string{
-		"/v1/sandboxes":                   {"GET", "POST"},
-		"/v1/sandboxes/{id}":              {"GET", "DELETE"},
-		"/v1/sandboxes/{id}/start":        {"POST"},
-		"/v1/sandboxes/{id}/stop":         {"POST"},
-		"/v1/sandboxes/{id}/ports":        {"GET", "POST"},
-		"/v1/sandboxes/{id}/ports/{port}": {"DELETE"},
-		"/v1/images":                      {"GET"},
-		"/v1/images/build":                {"POST"},
+		"/v1/sandboxes":                            {"GET", "POST"},
+		"/v1/sandboxes/{id}":                       {"GET", "PATCH", "DELETE"},
+		"/v1/sandboxes/{id}/sleep":                 {"POST"},
+		"/v1/sandboxes/{id}/wake":                  {"POST"},
+		"/v1/sandboxes/{id}/start":                 {"POST"},
+		"/v1/sandboxes/{id}/stop":                  {"POST"},
+		"/v1/sandboxes/{id}/ports":                 {"GET", "POST"},
+		"/v1/sandboxes/{id}/ports/{port}":          {"DELETE"},
+		"/v1/sandboxes/{id}/backups":               {"POST"},
+		"/v1/sandboxes/{id}/backups/{bid}/restore": {"POST"},
+		"/v1/backups":                              {"GET"},
+		"/v1/backups/{bid}":                        {"GET", "DELETE"},
+		"/v1/sandboxes/{id}/snapshots":             {"POST"},
+		"/v1/sandboxes/{id}/fork":                  {"POST"},
+		"/v1/sandboxes/{id}/restore-snapshot":      {"POST"},
+		"/v1/snapshots":                            {"GET"},
+		"/v1/snapshots/{sid}":                      {"GET"},
+		"/v1/images":                               {"GET"},
+		"/v1/images/build":                         {"POST"},
 	}
 	for _, r := range forwarded {
 		p := "/v1/sandboxes/{id}/" + r.rest
@@ -107,6 +138,12 @@ func (s *Server) routes() {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !cleanPath(r.URL.EscapedPath()) {
+		// The mux would answer with a redirect to the cleaned path, and a client that follows
+		// it re-sends its method there: DELETE …/process/.. would become DELETE of the sandbox.
+		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s: the path has empty, '.' or '..' segments", r.Method, r.URL.EscapedPath()), "")
+		return
+	}
 	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -117,17 +154,47 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
 }
 
+// cleanPath reports whether p (escaped) has no empty segments (but a trailing slash) and no
+// segment that is, or decodes to, "." or "..".
+func cleanPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, seg := range segs {
+		if seg == "" && i < len(segs)-1 {
+			return false
+		}
+		dec, err := url.PathUnescape(seg)
+		if err != nil || dec == "." || dec == ".." || strings.Contains(dec, "/") && (strings.Contains(dec, "/./") || strings.Contains(dec, "/../")) {
+			return false
+		}
+	}
+	return true
+}
+
 // auth checks the bearer token in constant time.
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
+			closeUnread(w)
 			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")
 			return
 		}
 		h(w, r)
 	})
+}
+
+// closeUnread makes a refusal close its connection without reading the body the client
+// announced: net/http would otherwise wait for up to 256 KiB of it, forever if it never comes,
+// and an unauthenticated client could hold connections that way.
+func closeUnread(w http.ResponseWriter) {
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	_ = rc.SetReadDeadline(time.Now())
+	w.Header().Set("Connection", "close")
 }
 
 func methodNotAllowed(methods []string) http.HandlerFunc {

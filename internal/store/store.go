@@ -25,14 +25,22 @@ const MaxNetSlots = 16384
 // Status is a sandbox's recorded lifecycle state.
 type Status string
 
-// Sandbox states. Transitions: creating → running → stopped → (starting again) running; any →
-// destroyed (row deleted). "error" records a failed start; the next request retries.
+// Sandbox states. Transitions: creating → running; running → stopping → sleeping (idle or
+// asked to sleep) or stopped (explicit stop); sleeping/stopped/error → starting → running; any →
+// destroyed (row deleted). "error" records a failed start; the next request retries. stopping
+// and starting are written while the transition runs, so list and status show it.
 const (
 	StatusCreating Status = "creating"
+	StatusStarting Status = "starting"
 	StatusRunning  Status = "running"
+	StatusStopping Status = "stopping"
+	StatusSleeping Status = "sleeping"
 	StatusStopped  Status = "stopped"
 	StatusError    Status = "error"
 )
+
+// DefaultSleepAfter is a sandbox's idle time before it sleeps when its creator set none.
+const DefaultSleepAfter = 10 * time.Minute
 
 // Sandbox is one sandbox's record.
 type Sandbox struct {
@@ -47,6 +55,15 @@ type Sandbox struct {
 	CreatedAt    time.Time
 	StartedAt    time.Time // zero when never started
 	UpdatedAt    time.Time
+	// SleepAfter is the idle time after which the sandbox sleeps (0 in Insert means
+	// DefaultSleepAfter); KeepAlive disables sleeping. See sleep.go.
+	SleepAfter time.Duration
+	KeepAlive  bool
+	// Layers are the snapshot layers below the sandbox's own disk, newest first, as digests
+	// ("sha256-<hex>"); empty for a sandbox on its image alone. Snapshot is the snapshot they
+	// came from ("" when none). See snapshots.go.
+	Layers   []string
+	Snapshot string
 }
 
 // Store is the SQLite metadata store. It is safe for concurrent use.
@@ -80,6 +97,16 @@ CREATE TABLE IF NOT EXISTS exposed_ports (
 	PRIMARY KEY (sandbox_id, port),
 	UNIQUE (sandbox_id, token)
 );
+CREATE TABLE IF NOT EXISTS backups (
+	id         TEXT PRIMARY KEY,
+	sandbox_id TEXT NOT NULL,
+	dir        TEXT NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',
+	size_bytes INTEGER NOT NULL,
+	created_at INTEGER NOT NULL,
+	expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS backups_by_sandbox ON backups (sandbox_id, created_at);
 `
 
 // Open opens (creating if needed) the database at path.
@@ -110,7 +137,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // migrations change the schema of existing databases: each runs once, in order, in a
 // transaction, and PRAGMA user_version counts those applied. Append only; never edit one that
 // has shipped. (schema above creates missing tables of every version with IF NOT EXISTS.)
-var migrations []string
+var migrations = []string{
+	// 1: sleep and wake (sleep.go): idle time before sleeping, in ms, and keepAlive.
+	`ALTER TABLE sandboxes ADD COLUMN sleep_after_ms INTEGER NOT NULL DEFAULT 600000;
+	 ALTER TABLE sandboxes ADD COLUMN keep_alive INTEGER NOT NULL DEFAULT 0;`,
+	// 2: snapshots (snapshots.go): the snapshot layers below a sandbox's disk and their snapshot.
+	`ALTER TABLE sandboxes ADD COLUMN layers_json TEXT NOT NULL DEFAULT '[]';
+	 ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT '';`,
+}
 
 func migrate(ctx context.Context, db *sql.DB) error {
 	var version int
@@ -182,15 +216,23 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	if sb.EnvVars == nil {
 		sb.EnvVars = map[string]string{}
 	}
+	if sb.SleepAfter <= 0 {
+		sb.SleepAfter = DefaultSleepAfter
+	}
 	env, err := json.Marshal(sb.EnvVars)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("store: env: %w", err)
 	}
+	layers, err := marshalLayers(sb.Layers)
+	if err != nil {
+		return Sandbox{}, err
+	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
-		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
-		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano())
+		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano(), sb.SleepAfter.Milliseconds(), sb.KeepAlive,
+		layers, sb.Snapshot)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("store: insert %s: %w", sb.ID, err)
 	}
@@ -282,7 +324,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at`
+const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -291,9 +333,11 @@ func scan(r scanner) (Sandbox, error) {
 		sb                        Sandbox
 		env, status               string
 		created, started, updated int64
+		sleepAfterMS              int64
+		layers                    string
 	)
 	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
-		&sb.LastError, &created, &started, &updated)
+		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, err
@@ -303,10 +347,14 @@ func scan(r scanner) (Sandbox, error) {
 	if err := json.Unmarshal([]byte(env), &sb.EnvVars); err != nil {
 		return Sandbox{}, fmt.Errorf("store: sandbox %s env: %w", sb.ID, err)
 	}
+	if err := json.Unmarshal([]byte(layers), &sb.Layers); err != nil {
+		return Sandbox{}, fmt.Errorf("store: sandbox %s layers: %w", sb.ID, err)
+	}
 	sb.Status = Status(status)
 	sb.CreatedAt = fromNano(created)
 	sb.StartedAt = fromNano(started)
 	sb.UpdatedAt = fromNano(updated)
+	sb.SleepAfter = time.Duration(sleepAfterMS) * time.Millisecond
 	return sb, nil
 }
 

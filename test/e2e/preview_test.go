@@ -365,22 +365,23 @@ func TestPortsBadInput(t *testing.T) {
 		{70000, "", errdefs.CodeInvalidPort},
 		{8080, "Bad-Token", errdefs.CodeBadPortToken},
 		{8080, "much_too_long_token_x", errdefs.CodeBadPortToken},
+		{8080, "short", errdefs.CodeBadPortToken}, // guessable: under 8 characters
 	}
 	for _, c := range cases {
 		if _, err := sb.ExposePort(ctx, c.port, client.ExposeOptions{Token: c.token}); !errdefs.IsCode(err, c.code) {
 			t.Errorf("ExposePort(%d, %q) = %v; want %s", c.port, c.token, err, c.code)
 		}
 	}
-	if _, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{Token: "shared"}); err != nil {
+	if _, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{Token: "shared_1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sb.ExposePort(ctx, 8081, client.ExposeOptions{Token: "shared"}); !errdefs.IsCode(err, errdefs.CodeTokenInUse) {
+	if _, err := sb.ExposePort(ctx, 8081, client.ExposeOptions{Token: "shared_1"}); !errdefs.IsCode(err, errdefs.CodeTokenInUse) {
 		t.Errorf("token reuse = %v; want PORT_TOKEN_IN_USE", err)
 	}
-	if _, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{Token: "other"}); !errdefs.IsCode(err, errdefs.CodePortAlreadyExposed) {
+	if _, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{Token: "other_12"}); !errdefs.IsCode(err, errdefs.CodePortAlreadyExposed) {
 		t.Errorf("re-expose with another token = %v; want PORT_ALREADY_EXPOSED", err)
 	}
-	if again, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{}); err != nil || again.Token != "shared" {
+	if again, err := sb.ExposePort(ctx, 8080, client.ExposeOptions{}); err != nil || again.Token != "shared_1" {
 		t.Errorf("re-expose = %+v, %v; want the stored token", again, err)
 	}
 	if err := sb.UnexposePort(ctx, 9999); !errdefs.IsCode(err, errdefs.CodePortNotExposed) {

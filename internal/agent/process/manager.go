@@ -70,6 +70,9 @@ type Info struct {
 	SessionID string     `json:"sessionId"`
 	Cwd       string     `json:"cwd"`
 	Error     string     `json:"error,omitempty"` // only with StatusError
+	// LogBufferBytes is the log buffer per stream, in bytes: the one asked for, or the
+	// default lowered to fit the log budget.
+	LogBufferBytes int `json:"logBufferBytes,omitempty"`
 }
 
 // Running reports whether the process has not ended.
@@ -85,6 +88,10 @@ type Config struct {
 	// LogBytes is the default log buffer per stream, MinLogBytes–MaxLogBytes; 0 means
 	// DefaultLogBytes.
 	LogBytes int
+	// LogBudget bounds the bytes the log buffers of all processes hold in memory together
+	// (see budget.go); 0 means DefaultLogBudget(CgroupRoot), 1/4 of the sandbox's memory
+	// limit (none without a limit); negative means no budget.
+	LogBudget int64
 	// Retention is how long finished processes are kept; 0 means DefaultRetention.
 	Retention time.Duration
 	// Logger receives diagnostics; nil means slog.Default().
@@ -96,6 +103,7 @@ type Manager struct {
 	sessions  *session.Manager
 	dir       string
 	logBytes  int
+	budget    *budget // nil: no budget
 	retention time.Duration
 	log       *slog.Logger
 	stopGC    chan struct{}
@@ -127,8 +135,12 @@ func NewManager(cfg Config) (*Manager, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.LogBudget == 0 {
+		cfg.LogBudget = DefaultLogBudget(CgroupRoot)
+	}
 	m := &Manager{
-		sessions: cfg.Sessions, dir: cfg.Dir, logBytes: cfg.LogBytes, retention: cfg.Retention, log: log,
+		sessions: cfg.Sessions, dir: cfg.Dir, logBytes: cfg.LogBytes, budget: newBudget(cfg.LogBudget),
+		retention: cfg.Retention, log: log,
 		stopGC: make(chan struct{}), gcDone: make(chan struct{}), procs: map[string]*proc{},
 	}
 	if m.dir != "" {
@@ -182,17 +194,22 @@ type StartRequest struct {
 	// Env and Cwd override the session's for this process only.
 	Env map[string]string
 	Cwd string
-	// LogBytes is the log buffer per stream, MinLogBytes–MaxLogBytes; 0 means the Manager's.
+	// LogBytes is the log buffer per stream, MinLogBytes–MaxLogBytes; 0 means the Manager's
+	// (lowered, down to MinLogBytes, to half the log budget when it is larger).
 	LogBytes int
 }
 
 // Start starts a background process and returns its record. A process that bash could not
 // be started for is recorded with StatusError (and returned without error).
 //
-// Errors: INVALID_COMMAND, VALIDATION_FAILED (ID, session ID, log buffer size),
-// PROCESS_ALREADY_EXISTS (an ID still in the table, running or retained), SESSION_NOT_FOUND
+// The log buffers take MinLogBytes per stream from the log budget at start and grow into it
+// with the output (see budget.go).
+//
+// Errors: INVALID_COMMAND, VALIDATION_FAILED (ID, session ID, log buffer size; a LogBytes
+// whose two streams exceed the whole log budget, or a log budget without MinLogBytes per
+// stream left: context logBufferBytes, budgetBytes, availableBytes), PROCESS_ALREADY_EXISTS (an ID still in the table, running or retained), SESSION_NOT_FOUND
 // (session deleted meanwhile), UNAVAILABLE (after Shutdown).
-func (m *Manager) Start(req StartRequest) (Info, error) {
+func (m *Manager) Start(req StartRequest) (_ Info, err error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return Info{}, errdefs.New(errdefs.CodeInvalidCommand, "command is empty")
 	}
@@ -201,12 +218,12 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 	} else if err := ValidateID(req.ID); err != nil {
 		return Info{}, err
 	}
-	if req.LogBytes == 0 {
-		req.LogBytes = m.logBytes
-	}
-	if req.LogBytes < MinLogBytes || req.LogBytes > MaxLogBytes {
+	if req.LogBytes != 0 && (req.LogBytes < MinLogBytes || req.LogBytes > MaxLogBytes) {
 		return Info{}, errdefs.Newf(errdefs.CodeInvalidArgument, "logBufferBytes %d outside %d-%d",
 			req.LogBytes, MinLogBytes, MaxLogBytes).With("logBufferBytes", req.LogBytes)
+	}
+	if req.LogBytes, err = m.fitLogBytes(req.LogBytes); err != nil {
+		return Info{}, err
 	}
 	if req.SessionID == "" {
 		req.SessionID = session.DefaultID
@@ -225,11 +242,16 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		return Info{}, errdefs.Newf(errdefs.CodeProcessExists, "process %q already exists", req.ID).
 			With("processId", req.ID)
 	}
+	if !m.budget.take(2 * MinLogBytes) {
+		m.mu.Unlock()
+		return Info{}, m.overBudget(req.LogBytes, "the agent's log budget is used up by other processes' logs")
+	}
 	m.seq++
 	p := newProc(Info{
 		ID: req.ID, Command: req.Command, Status: StatusStarting, StartTime: time.Now().UTC(),
-		SessionID: req.SessionID,
+		SessionID: req.SessionID, LogBufferBytes: req.LogBytes,
 	}, req.LogBytes, m.seq)
+	p.logs = [2]*ring{newChargedRing(req.LogBytes, m.budget, MinLogBytes), newChargedRing(req.LogBytes, m.budget, MinLogBytes)}
 	m.procs[req.ID] = p
 	m.mu.Unlock()
 
@@ -239,6 +261,7 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		m.mu.Lock()
 		delete(m.procs, req.ID)
 		m.mu.Unlock()
+		p.free()
 		close(p.started)
 		close(p.done)
 		return Info{}, err
@@ -272,6 +295,32 @@ func (m *Manager) Start(req StartRequest) (Info, error) {
 		m.finish(p)
 	}()
 	return info, nil
+}
+
+// fitLogBytes returns the log buffer per stream for a request of n (0: the default): n when
+// both streams fit the log budget; the default lowered to fit it.
+func (m *Manager) fitLogBytes(n int) (int, error) {
+	if m.budget == nil {
+		return cmp.Or(n, m.logBytes), nil
+	}
+	most := int(min(m.budget.limit/2, MaxLogBytes))
+	switch {
+	case n == 0 && most >= MinLogBytes:
+		return min(m.logBytes, most), nil
+	case n == 0:
+		return 0, m.overBudget(m.logBytes, "the agent's log budget is below two minimal buffers")
+	case n > most:
+		return 0, m.overBudget(n, "its two streams would exceed the agent's whole log budget")
+	}
+	return n, nil
+}
+
+// overBudget is the VALIDATION_FAILED error of a start whose log buffers do not fit.
+func (m *Manager) overBudget(n int, why string) error {
+	return errdefs.Newf(errdefs.CodeInvalidArgument,
+		"logBufferBytes %d does not fit: %s (log budget %d bytes, %d available)",
+		n, why, m.budget.limit, m.budget.available()).
+		With("logBufferBytes", n).With("budgetBytes", m.budget.limit).With("availableBytes", m.budget.available())
 }
 
 // finish persists an ended process (record and held logs) and marks it done.

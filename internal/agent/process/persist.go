@@ -161,7 +161,7 @@ func (m *Manager) loadOne(id string) (*proc, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(m.recordPath(id))
+	b, err := readRecord(m.recordPath(id))
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +176,9 @@ func (m *Manager) loadOne(id string) (*proc, error) {
 	if size < MinLogBytes || size > MaxLogBytes {
 		size = m.logBytes
 	}
+	if rec.Process.LogBufferBytes == 0 {
+		rec.Process.LogBufferBytes = size
+	}
 	p := newProc(rec.Process, size, 0)
 	for _, s := range []Stream{Stdout, Stderr} {
 		sp := rec.Stdout
@@ -183,15 +186,17 @@ func (m *Manager) loadOne(id string) (*proc, error) {
 			sp = rec.Stderr
 		}
 		path := m.logPath(id, s)
-		held := int64(0)
-		if fi, err := os.Stat(path); err == nil {
-			held = fi.Size()
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+		held, err := logSize(path)
+		if err != nil {
+			m.log.Warn("process log not loaded: its output is shown empty", "process", id, "stream", s, "err", err)
+			path = ""
 		}
-		// The file is the truth for what is held; the record for where it ends.
-		end := max(sp.End, held)
-		p.logs[s] = &ring{size: size, base: end - held, start: end - held, end: end, file: path}
+		// The file is the truth for what is held, of which at most the last size bytes are
+		// used; the record for where it ends.
+		fileOff := max(0, held-int64(size))
+		held -= fileOff
+		end := max(max(sp.End, 0), held)
+		p.logs[s] = &ring{size: size, base: end - held, start: end - held, end: end, file: path, fileOff: fileOff}
 	}
 	p.order = []seg{
 		{stream: Stdout, ends: [2]int64{p.logs[0].end, p.logs[1].start}},
@@ -206,6 +211,46 @@ func (m *Manager) loadOne(id string) (*proc, error) {
 	close(p.started)
 	close(p.done)
 	return p, nil
+}
+
+// maxRecordBytes bounds a record file: a command line (a request body is at most 48 MiB)
+// and a few fields.
+const maxRecordBytes = 64 << 20
+
+// readRecord reads a record file (a regular file, not through a symlink) of at most
+// maxRecordBytes.
+func readRecord(path string) ([]byte, error) {
+	f, err := openLog(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRecordBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxRecordBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, maxRecordBytes)
+	}
+	return b, nil
+}
+
+// logSize returns the size of a kept log file: 0 when there is none; an error when it cannot
+// be opened as a regular file without following a symlink.
+func logSize(path string) (int64, error) {
+	f, err := openLog(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return fi.Size(), nil
 }
 
 // gcInterval is how often expired records are looked for.
@@ -242,6 +287,7 @@ func (m *Manager) gc() {
 			continue
 		}
 		delete(m.procs, id)
+		p.free()
 		if m.dir != "" {
 			for _, path := range []string{m.recordPath(id), m.logPath(id, Stdout), m.logPath(id, Stderr)} {
 				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -60,6 +60,16 @@ func newProc(info Info, logBytes int, seq uint64) *proc {
 	}
 }
 
+// free gives the memory of the in-memory logs back to the log budget; they must no longer be
+// used.
+func (p *proc) free() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.logs {
+		r.free()
+	}
+}
+
 // snapshot returns a copy of the record.
 func (p *proc) snapshot() Info {
 	p.mu.Lock()

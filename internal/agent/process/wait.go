@@ -2,6 +2,7 @@ package process
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -21,14 +22,19 @@ func readyTimeout(d time.Duration) error {
 		With("timeoutMs", d.Milliseconds())
 }
 
-// exitedEarly is the error of a wait whose process ended first.
+// exitedEarly is the error of a wait whose process ended first: "process web exited with code
+// 9 before it was ready" (status error, without an exit code: "process web ended with status
+// error before it was ready: …").
 func exitedEarly(info Info) error {
-	e := errdefs.Newf(errdefs.CodeProcessExitedEarly, "process %q ended (%s) before it was ready", info.ID, info.Status).
-		With("processId", info.ID).With("status", string(info.Status))
+	var e *errdefs.Error
 	if info.ExitCode != nil {
-		e = e.With("exitCode", *info.ExitCode)
+		e = errdefs.Newf(errdefs.CodeProcessExitedEarly, "process %s exited with code %d before it was ready",
+			info.ID, *info.ExitCode).With("exitCode", *info.ExitCode)
+	} else {
+		e = errdefs.Newf(errdefs.CodeProcessExitedEarly, "process %s ended with status %s before it was ready: %s",
+			info.ID, info.Status, cmp.Or(info.Error, "no exit code"))
 	}
-	return e
+	return e.With("processId", info.ID).With("status", string(info.Status))
 }
 
 // withTimeout returns ctx limited to d (0 = no limit), ending with readyTimeout(d).

@@ -53,7 +53,10 @@ func TestPID1ReapsOrphans(t *testing.T) {
 	defer os.RemoveAll(sockDir)
 	sock := filepath.Join(sockDir, "a.sock")
 	cmd := exec.Command(unshare, "--fork", "--pid", "--mount-proc", "--kill-child",
-		bin, "--socket", sock, "--workdir", filepath.Join(dir, "ws"), "--state-dir", filepath.Join(dir, "st"))
+		bin, "--socket", sock, "--workdir", filepath.Join(dir, "ws"), "--state-dir", filepath.Join(dir, "st"),
+		// Not the machine's /var/lib/hutch-agent: a session saved there by another run (with a
+		// cwd since removed) would be restored here.
+		"--process-dir", filepath.Join(dir, "procs"), "--session-file", "")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

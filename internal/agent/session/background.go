@@ -2,6 +2,8 @@ package session
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
 
 // BackgroundRequest is a command to start in the background.
@@ -37,6 +40,11 @@ type Background struct {
 	exitCode int           // valid once done is closed
 
 	termMu sync.Mutex // one Terminate at a time
+
+	mu     sync.Mutex
+	exited bool          // the root was reaped before any Terminate began; guarded by mu
+	term   chan struct{} // made when Terminate begins, closed once its tree is gone; guarded by mu
+	forced bool          // Terminate had to SIGKILL after the grace; set before term is closed
 }
 
 // StartBackground starts req in session sessionID (empty = default, unknown = created) and
@@ -53,7 +61,9 @@ type Background struct {
 // not read while it runs.
 //
 // Errors: INVALID_COMMAND (empty command, NUL byte), VALIDATION_FAILED (bad session ID),
-// SESSION_NOT_FOUND (session deleted), STREAM_START_ERROR (bash could not be started).
+// SESSION_NOT_FOUND (session deleted), STREAM_START_ERROR (the shim or bash could not be
+// started: a failed fork under pid pressure, say; with a shim, StartBackground waits for its
+// report that bash runs).
 func (m *Manager) StartBackground(sessionID string, req BackgroundRequest, output func(stderr bool, p []byte)) (*Background, error) {
 	if strings.TrimSpace(req.Command) == "" {
 		return nil, errdefs.New(errdefs.CodeInvalidCommand, "command is empty")
@@ -84,8 +94,12 @@ func (m *Manager) StartBackground(sessionID string, req BackgroundRequest, outpu
 		// The payload's cd fails like a shell's: exit 1 with the message on stderr.
 		startDir, cdTo = "/", cwd
 	}
-	sh, err := spawnShell(env, startDir, m.stateDir, m.shim)
+	sh, err := spawn(env, startDir, m.stateDir, m.shim, true)
 	if err != nil {
+		return nil, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
+	}
+	if err := readShimStatus(sh); err != nil {
+		sh.discard()
 		return nil, errdefs.Wrap(errdefs.CodeStreamStartError, err, "start bash")
 	}
 	m.stats.cold.Add(1)
@@ -112,15 +126,27 @@ func (b *Background) run(script []byte, wake int, output func(stderr bool, p []b
 		_, _ = sh.script.Write(script)
 		_ = sh.script.Close()
 	}()
+	// ended is closed once the root has exited and, when a Terminate began before that,
+	// once Terminate is through with the tree: the pipes are read until then.
+	ended := make(chan struct{})
 	poked := make(chan struct{})
 	go func() {
-		// Exits when bash (or the shim) exits; wake must stay open until it has poked.
+		// Exits when the root has exited (and a Terminate in progress has finished); wake must
+		// stay open until it has poked.
 		defer close(poked)
 		<-sh.exited
+		b.mu.Lock()
+		term := b.term
+		b.exited = term == nil
+		b.mu.Unlock()
+		if term != nil {
+			<-term
+		}
+		close(ended)
 		var one = [8]byte{1}
 		_, _ = unix.Write(wake, one[:])
 	}()
-	pump(sh.outR, sh.errR, wake, sh.exited, output)
+	pump(sh.outR, sh.errR, wake, ended, output)
 	<-poked
 	_ = sh.script.Close()
 	<-scriptDone
@@ -128,7 +154,57 @@ func (b *Background) run(script []byte, wake int, output func(stderr bool, p []b
 	unix.Close(wake)
 	_ = os.Remove(sh.statePath)
 	b.exitCode = exitCode(sh.cmd.ProcessState, sh.waitErr)
+	b.mu.Lock()
+	if b.forced {
+		b.exitCode = 137 // something of the tree outlived the grace and was killed
+	}
+	b.mu.Unlock()
 	close(b.done)
+}
+
+// shimStartTimeout bounds the wait for the shim's start report.
+const shimStartTimeout = 30 * time.Second
+
+// readShimStatus reads the shim's start report from sh.status (none without a shim) and
+// closes it. It returns why bash was not started, or nil when it was.
+func readShimStatus(sh *shell) error {
+	r := sh.status
+	if r == nil {
+		return nil
+	}
+	defer func() {
+		r.Close()
+		sh.status = nil
+	}()
+	_ = r.SetReadDeadline(time.Now().Add(shimStartTimeout))
+	var buf [512]byte
+	n := 0
+	var err error
+	for n < len(buf) && err == nil && (n == 0 || buf[0] != reaper.ShimStarted) {
+		var k int
+		k, err = r.Read(buf[n:])
+		n += k
+	}
+	switch {
+	case n > 0 && buf[0] == reaper.ShimStarted:
+		return nil
+	case n > 0 && buf[0] == reaper.ShimFailed:
+		return errors.New("shim: " + strings.TrimSpace(string(buf[1:n])))
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return fmt.Errorf("shim did not start bash within %s", shimStartTimeout)
+	default:
+		return fmt.Errorf("shim exited before starting bash: %s", exitText(sh))
+	}
+}
+
+// exitText describes how the shell's root process ended, waiting a little for it to end.
+func exitText(sh *shell) string {
+	select {
+	case <-sh.exited:
+		return fmt.Sprintf("exit %d", exitCode(sh.cmd.ProcessState, sh.waitErr))
+	case <-time.After(5 * time.Second):
+		return "it closed its status pipe without a report"
+	}
 }
 
 // PID returns the process the agent started: the shim, or bash without a shim. It leads the
@@ -146,7 +222,7 @@ func (b *Background) ExecID() string { return b.sh.execID }
 func (b *Background) Done() <-chan struct{} { return b.done }
 
 // Wait blocks until Done and returns the exit code: the shell's, 128+N when killed by
-// signal N.
+// signal N; 137 when Terminate had to SIGKILL part of the tree after the grace.
 func (b *Background) Wait() int {
 	<-b.done
 	return b.exitCode
@@ -156,20 +232,28 @@ func (b *Background) Wait() int {
 const treePollInterval = 20 * time.Millisecond
 
 // Terminate ends the command's whole tree: SIGTERM to every descendant of the started process
-// (bash itself too when there is no shim; under the shim this includes processes that called
-// setsid or were orphaned by a double fork) and to every process carrying the command's
-// marker, then it waits up to grace for all of them to be gone, then kills whatever is left
-// with SIGKILL (killTree). It returns once the command is Done; the result reports whether it
-// was still running when Terminate was called. Processes the command left behind after it
-// exited on its own are not touched.
+// (bash and everything below it, never the shim; bash itself too when there is no shim; under
+// the shim this includes processes that called setsid or were orphaned by a double fork) and
+// to every process carrying the command's marker, then it waits up to grace for all of them to
+// be gone, then kills whatever is left with SIGKILL (killTree). The command is Done only once
+// all of that is over: bash dying of the SIGTERM while a child that ignores it runs on does not
+// end it. The exit code is bash's (usually 143) when everything was gone within the grace,
+// else 137. It returns once the command is Done; the result reports whether it was still
+// running when Terminate was called. Processes the command left behind after it exited on its
+// own are not touched.
 func (b *Background) Terminate(grace time.Duration) bool {
 	b.termMu.Lock()
 	defer b.termMu.Unlock()
-	select {
-	case <-b.done:
+	b.mu.Lock()
+	if b.exited || b.term != nil {
+		// It ended on its own, or an earlier Terminate ended it.
+		b.mu.Unlock()
+		<-b.done
 		return false
-	default:
 	}
+	term := make(chan struct{})
+	b.term = term
+	b.mu.Unlock()
 	root, execID := b.sh.pid, b.sh.execID
 	needle := []byte(MarkerEnv + "=" + execID + "\x00")
 	// The processes signalled, with their start times (a pid may be reused meanwhile).
@@ -208,13 +292,15 @@ func (b *Background) Terminate(grace time.Duration) bool {
 	defer deadline.Stop()
 	tick := time.NewTicker(treePollInterval)
 	defer tick.Stop()
+	allGone := gone()
 wait:
-	for !gone() {
+	for !allGone {
 		select {
 		case <-deadline.C:
 			break wait
 		case <-tick.C:
 		}
+		allGone = gone()
 	}
 	killRoot := 0
 	if b.sh.alive() {
@@ -228,6 +314,10 @@ wait:
 	if left := killTree(killRoot, execID); left > 0 {
 		b.log.Warn("processes survived the tree kill", "exec_id", execID, "left", left)
 	}
+	b.mu.Lock()
+	b.forced = !allGone
+	b.mu.Unlock()
+	close(term)
 	<-b.done
 	return true
 }

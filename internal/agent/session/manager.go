@@ -51,7 +51,11 @@ type Config struct {
 	// Shim is the argv prefix each shell is started under: hutch-init's `shim --fds 2 --`, a
 	// child subreaper that keeps the command's whole tree below it (see reaper.Shim). nil
 	// starts bash directly; the tree kill then relies on the process group and the marker.
+	// For background commands the shim must report start success on reaper.StatusFDEnv.
 	Shim []string
+	// SaveFile is where Save writes the sessions and NewManager loads them from (see
+	// persist.go); empty disables both. It should be on the sandbox's disk, not a tmpfs.
+	SaveFile string
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -62,6 +66,7 @@ type Manager struct {
 	baseEnv  map[string]string
 	stateDir string
 	shim     []string
+	saveFile string
 	log      *slog.Logger
 
 	// def is the default session, created (and its shell warmed) at once, but listed only
@@ -104,8 +109,9 @@ type Info struct {
 	Cwd string `json:"cwd"`
 }
 
-// NewManager returns a Manager. cfg.Workdir and cfg.StateDir must be absolute. It starts the
-// default session's first shell in the background; Close kills it.
+// NewManager returns a Manager. cfg.Workdir and cfg.StateDir must be absolute. It restores the
+// sessions saved in cfg.SaveFile, if any (see Save), and starts the default session's first
+// shell in the background; Close kills it.
 func NewManager(cfg Config) (*Manager, error) {
 	if !filepath.IsAbs(cfg.Workdir) {
 		return nil, fmt.Errorf("session: workdir %q is not absolute", cfg.Workdir)
@@ -130,10 +136,12 @@ func NewManager(cfg Config) (*Manager, error) {
 		baseEnv:  env,
 		stateDir: cfg.StateDir,
 		shim:     cfg.Shim,
+		saveFile: cfg.SaveFile,
 		log:      log,
 		sessions: map[string]*Session{},
 	}
 	m.def = m.newSession(DefaultID, m.workdir)
+	m.load()
 	m.prewarm(m.def)
 	return m, nil
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
 
 // shell is a started bash running shellScript: blocked reading its payload from fd 3 until it
@@ -27,6 +29,7 @@ type shell struct {
 	errR      int               // stderr read end
 	script    *os.File          // write end of its fd 3
 	stdin     *os.File          // write end of its fd 4
+	status    *os.File          // read end of the shim's start-status pipe; nil without one
 	exited    chan struct{}     // closed once bash has been reaped
 	waitErr   error             // cmd.Wait's error; valid once exited is closed
 }
@@ -44,7 +47,13 @@ func bashPath() string {
 // fd 3 and a stdin pipe on fd 4. It creates the shell's (empty) state file in stateDir. env is kept as the shell's snapshot and must not be changed
 // afterwards. The returned shell waits for its payload; give it one with shell.exec or end it
 // with shell.discard.
-func spawnShell(env map[string]string, cwd, stateDir string, shim []string) (_ *shell, err error) {
+func spawnShell(env map[string]string, cwd, stateDir string, shim []string) (*shell, error) {
+	return spawn(env, cwd, stateDir, shim, false)
+}
+
+// spawn is spawnShell; with report and a shim, the shim also gets a start-status pipe on fd 5
+// (reaper.StatusFDEnv), whose read end is sh.status.
+func spawn(env map[string]string, cwd, stateDir string, shim []string, report bool) (_ *shell, err error) {
 	execID := newExecID()
 	sh := &shell{execID: execID, statePath: filepath.Join(stateDir, execID+".state"), cwd: cwd, env: env,
 		outR: -1, errR: -1, exited: make(chan struct{})}
@@ -74,6 +83,13 @@ func spawnShell(env map[string]string, cwd, stateDir string, shim []string) (_ *
 		return nil, fmt.Errorf("stdin pipe: %w", err)
 	}
 	toClose = append(toClose, stdinR)
+	var statusW *os.File
+	if report && len(shim) > 0 {
+		if sh.status, statusW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("status pipe: %w", err)
+		}
+		toClose = append(toClose, statusW)
+	}
 	// Creating a file can cost the better part of a millisecond (overlayfs, ext4); done here,
 	// it is off the exec path of a warm shell, whose EXIT trap only truncates it.
 	f, err := os.OpenFile(sh.statePath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
@@ -103,6 +119,10 @@ func spawnShell(env map[string]string, cwd, stateDir string, shim []string) (_ *
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	cmd.ExtraFiles = []*os.File{scriptR, stdinR}
+	if statusW != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, statusW)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", reaper.StatusFDEnv, 3+len(cmd.ExtraFiles)-1))
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start bash: %w", err)
@@ -152,6 +172,9 @@ func (sh *shell) closeFDs() {
 	}
 	if sh.stdin != nil {
 		sh.stdin.Close()
+	}
+	if sh.status != nil {
+		sh.status.Close()
 	}
 }
 

@@ -188,7 +188,7 @@ func runcError(op, id string, err error, stderr string) error {
 		class = errdefs.ErrNotFound
 	case strings.Contains(low, "already exists"), strings.Contains(low, "id already in use"):
 		class = errdefs.ErrAlreadyExists
-	case strings.Contains(low, "not running"), strings.Contains(low, "not stopped"), strings.Contains(low, "is paused"):
+	case strings.Contains(low, "not running"), strings.Contains(low, "not stopped"), strings.Contains(low, "is paused"), strings.Contains(low, "not paused"):
 		class = errdefs.ErrFailedPrecondition
 	}
 	return fmt.Errorf("runc %s %s: %s: %w", op, id, msg, errors.Join(class, err))

@@ -1,0 +1,135 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Backup is a directory backup: its handle ({ID, Dir}) and record. A handle stays valid across
+// sandboxes (and hosts sharing hutchd's blob store) until it expires or is deleted.
+type Backup struct {
+	// ID is the backup's UUID.
+	ID string `json:"id"`
+	// SandboxID is the sandbox the backup was taken in.
+	SandboxID string `json:"sandboxId"`
+	// Dir is the absolute directory that was backed up (RestoreBackup's default target).
+	Dir  string `json:"dir"`
+	Name string `json:"name,omitempty"`
+	// SizeBytes is the size of the compressed archive (tar + zstd) in bytes.
+	SizeBytes int64     `json:"sizeBytes"`
+	CreatedAt time.Time `json:"createdAt"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	// Warnings are notes about the creation (a gitignore that could not be applied); only set
+	// in CreateBackup's result.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// BackupOptions are the parameters of CreateBackup.
+type BackupOptions struct {
+	// Dir is the absolute directory to back up; it must be (or be below) /workspace, /home,
+	// /tmp, /var/tmp or /app, and must not contain "..".
+	Dir string
+	// Name is an optional label: at most 256 characters, no control characters.
+	Name string
+	// TTL is how long the backup is kept; 0 means the server's default (3 days). Expired
+	// backups cannot be restored and are garbage-collected.
+	TTL time.Duration
+	// Excludes are glob patterns of entries to leave out: a pattern without "/" matches a base
+	// name at any depth ("node_modules", "*.log"); one with "/" matches the path relative to
+	// Dir ("build/*.o"; a leading "/" is ignored); a trailing "/" matches directories
+	// only. '*' does not cross '/'.
+	Excludes []string
+	// Gitignore also leaves out what git ignores in Dir (git ls-files --others --ignored
+	// --exclude-standard). When git is missing or Dir is not in a work tree, nothing is left
+	// out and Backup.Warnings says so.
+	Gitignore bool
+}
+
+// RestoreResult is what RestoreBackup restored where.
+type RestoreResult struct {
+	ID  string `json:"id"`  // the backup
+	Dir string `json:"dir"` // the directory restored into
+}
+
+// CreateBackup archives opts.Dir of the sandbox (tar + zstd) into hutchd's blob store and
+// returns the backup (POST /v1/sandboxes/{id}/backups). The call returns once the archive and
+// its record are stored; it starts the sandbox if it is stopped.
+//
+// Errors: INVALID_BACKUP_CONFIG (ErrInvalidArgument) for a bad dir, name, ttl or exclude
+// pattern; FILE_NOT_FOUND (ErrNotFound) or NOT_DIRECTORY for dir; SANDBOX_NOT_FOUND;
+// BACKUP_CREATE_FAILED (ErrInternal) when the archive could not be read or stored.
+func (s *Sandbox) CreateBackup(ctx context.Context, opts BackupOptions) (Backup, error) {
+	body := struct {
+		Dir       string   `json:"dir"`
+		Name      string   `json:"name,omitempty"`
+		TTL       *float64 `json:"ttl,omitempty"`
+		Excludes  []string `json:"excludes,omitempty"`
+		Gitignore bool     `json:"gitignore,omitempty"`
+	}{Dir: opts.Dir, Name: opts.Name, Excludes: opts.Excludes, Gitignore: opts.Gitignore}
+	if opts.TTL != 0 {
+		secs := opts.TTL.Seconds()
+		body.TTL = &secs
+	}
+	var b Backup
+	if err := s.do(ctx, http.MethodPost, "/backups", body, &b); err != nil {
+		return Backup{}, fmt.Errorf("back up %s of sandbox %q: %w", opts.Dir, s.sandboxID, err)
+	}
+	return b, nil
+}
+
+// RestoreBackup replaces the content of dir in the sandbox with backup backupID's (POST
+// /v1/sandboxes/{id}/backups/{bid}/restore); dir "" means the backup's own Dir. The backup may
+// come from any sandbox. The new content is extracted next to dir and swapped in, so on error
+// dir is left as it was. It starts the sandbox if it is stopped.
+//
+// Errors: BACKUP_NOT_FOUND (ErrNotFound); BACKUP_EXPIRED (ErrFailedPrecondition);
+// INVALID_BACKUP_CONFIG for dir; NO_SPACE (ErrResourceExhausted) when the sandbox's disk is
+// full; NOT_DIRECTORY when dir is a file; SANDBOX_NOT_FOUND; BACKUP_RESTORE_FAILED (ErrInternal).
+func (s *Sandbox) RestoreBackup(ctx context.Context, backupID, dir string) (RestoreResult, error) {
+	body := struct {
+		Dir string `json:"dir,omitempty"`
+	}{dir}
+	var r RestoreResult
+	if err := s.do(ctx, http.MethodPost, "/backups/"+url.PathEscape(backupID)+"/restore", body, &r); err != nil {
+		return RestoreResult{}, fmt.Errorf("restore backup %s into sandbox %q: %w", backupID, s.sandboxID, err)
+	}
+	return r, nil
+}
+
+// ListBackups returns the backups recorded by hutchd (GET /v1/backups), of sandboxID only when
+// it is not empty, oldest first. Expired backups are listed until the garbage collector
+// removes them.
+func (c *Client) ListBackups(ctx context.Context, sandboxID string) ([]Backup, error) {
+	var q url.Values
+	if sandboxID != "" {
+		q = url.Values{"sandbox": {sandboxID}}
+	}
+	var reply struct {
+		Backups []Backup `json:"backups"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/backups", query: q}, &reply); err != nil {
+		return nil, fmt.Errorf("list backups: %w", err)
+	}
+	return reply.Backups, nil
+}
+
+// GetBackup returns backup id's record (GET /v1/backups/{id}). Errors: BACKUP_NOT_FOUND.
+func (c *Client) GetBackup(ctx context.Context, id string) (Backup, error) {
+	var b Backup
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/backups/" + url.PathEscape(id)}, &b); err != nil {
+		return Backup{}, fmt.Errorf("get backup %s: %w", id, err)
+	}
+	return b, nil
+}
+
+// DeleteBackup removes backup id: its archive and record (DELETE /v1/backups/{id}).
+// Errors: BACKUP_NOT_FOUND.
+func (c *Client) DeleteBackup(ctx context.Context, id string) error {
+	if err := c.call(ctx, request{method: http.MethodDelete, path: "/v1/backups/" + url.PathEscape(id)}, nil); err != nil {
+		return fmt.Errorf("delete backup %s: %w", id, err)
+	}
+	return nil
+}

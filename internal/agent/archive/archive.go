@@ -1,0 +1,348 @@
+// Package archive streams a directory tree as an uncompressed tar and extracts such a tar into
+// a directory, for backups (api/agent.md "Backups"). Both directions stream: the archive is
+// never held in memory or in a temporary file.
+//
+// What an archive holds: the directory itself as "./" (its mode, owner and mtime), then every
+// entry below it in lexical order, named relative to the directory with "/" separators:
+// regular files (content, permission bits including setuid/setgid/sticky, uid/gid, mtime in
+// whole seconds), directories, symlinks (as links, never followed; any target) and hard links
+// (a regular file with several links inside the tree is stored once; the other names are tar
+// hard-link entries naming the first). Sockets, FIFOs and device files are skipped and counted
+// in Stats.Skipped. Extended attributes, ACLs and atimes are not kept.
+//
+// Excludes (Options.Excludes) are glob patterns matched against each entry's path relative to
+// the directory, with the syntax of Go's path.Match ('*' and '?' do not cross '/', '[a-z]'
+// classes, '\' escapes; "**" is the same as "*"):
+//   - a pattern without '/' matches the entry's base name at any depth: "node_modules",
+//     "*.log", ".cache";
+//   - a pattern with '/' matches the whole relative path from the top: "build/*.o",
+//     "packages/*/dist" (a leading "/" or "./" is ignored: "/dist" is only the top-level dist);
+//   - a trailing '/' restricts the pattern to directories: "tmp/";
+//   - an excluded directory is skipped with everything below it.
+//
+// Options.Paths are exact relative paths to leave out (what `git ls-files --ignored` prints).
+//
+// Extraction (Extract) refuses unsafe entries with VALIDATION_FAILED naming the entry: absolute
+// names, names with a ".." element, names that go through a symlink the archive created, hard
+// links whose target is outside the archive or not a regular file, and device files.
+package archive
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/files"
+)
+
+// bufSize is the size of the write buffer in front of the tar stream and of the copy buffer
+// for file contents, in bytes.
+const bufSize = 1 << 20
+
+// Options select what Write leaves out.
+type Options struct {
+	// Excludes are glob patterns (see the package doc).
+	Excludes []string
+	// Paths are exact paths relative to the directory to leave out, with everything below
+	// them; a trailing "/" is ignored.
+	Paths []string
+}
+
+// Stats counts what an archive held.
+type Stats struct {
+	Files     int64 `json:"files"`     // regular files with content
+	Dirs      int64 `json:"dirs"`      // directories, the top one included
+	Symlinks  int64 `json:"symlinks"`  // symbolic links
+	HardLinks int64 `json:"hardLinks"` // hard-link entries (names of an already stored file)
+	Skipped   int64 `json:"skipped"`   // sockets, FIFOs and devices left out (Write only)
+	Excluded  int64 `json:"excluded"`  // entries left out by Options (Write only)
+	Bytes     int64 `json:"bytes"`     // file content bytes
+}
+
+// ValidatePatterns checks exclude patterns; a bad one is VALIDATION_FAILED naming it.
+func ValidatePatterns(patterns []string) error {
+	for _, p := range patterns {
+		if p == "" || strings.IndexByte(p, 0) >= 0 {
+			return errdefs.Newf(errdefs.CodeInvalidArgument, "exclude pattern %q is empty or has a NUL byte", p).With("pattern", p)
+		}
+		if _, err := path.Match(strings.Trim(p, "/"), ""); err != nil {
+			return errdefs.Wrap(errdefs.CodeInvalidArgument, err, fmt.Sprintf("exclude pattern %q", p)).With("pattern", p)
+		}
+	}
+	return nil
+}
+
+// matcher decides what Write leaves out.
+type matcher struct {
+	base  []pattern // patterns without '/': matched against the base name
+	full  []pattern // patterns with '/': matched against the whole relative path
+	paths map[string]bool
+}
+
+type pattern struct {
+	glob    string
+	dirOnly bool
+}
+
+func newMatcher(opts Options) (*matcher, error) {
+	if err := ValidatePatterns(opts.Excludes); err != nil {
+		return nil, err
+	}
+	m := &matcher{paths: make(map[string]bool, len(opts.Paths))}
+	for _, p := range opts.Excludes {
+		dirOnly := strings.HasSuffix(p, "/")
+		p = strings.TrimSuffix(p, "/")
+		p = strings.TrimPrefix(p, "./")
+		if strings.Contains(p, "/") {
+			m.full = append(m.full, pattern{strings.TrimPrefix(p, "/"), dirOnly})
+		} else {
+			m.base = append(m.base, pattern{p, dirOnly})
+		}
+	}
+	for _, p := range opts.Paths {
+		p = path.Clean(strings.TrimSuffix(p, "/"))
+		if p != "." && p != "" {
+			m.paths[p] = true
+		}
+	}
+	return m, nil
+}
+
+// excluded reports whether the entry rel (slash path relative to the top; name is its base
+// name) is left out.
+func (m *matcher) excluded(rel, name string, isDir bool) bool {
+	if m.paths[rel] {
+		return true
+	}
+	for _, p := range m.base {
+		if (!p.dirOnly || isDir) && matchGlob(p.glob, name) {
+			return true
+		}
+	}
+	for _, p := range m.full {
+		if (!p.dirOnly || isDir) && matchGlob(p.glob, rel) {
+			return true
+		}
+	}
+	return false
+}
+
+func matchGlob(glob, s string) bool {
+	ok, _ := path.Match(glob, s) // validated in newMatcher
+	return ok
+}
+
+// Write streams dir as a tar archive to w and returns what it held. dir must be an existing
+// directory (errors: FILE_NOT_FOUND, NOT_DIRECTORY, other file codes with context.path); a bad
+// exclude pattern is VALIDATION_FAILED. Entries that vanish while the tree is read are left
+// out; a file that shrinks while it is read is padded with zero bytes (its header is already
+// written), one that grows is cut at its size. An error after the first byte was written
+// leaves w with a truncated archive: the caller must report the failure out of band.
+func Write(ctx context.Context, w io.Writer, dir string, opts Options) (Stats, error) {
+	var st Stats
+	m, err := newMatcher(opts)
+	if err != nil {
+		return st, err
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return st, files.MapError(err, dir)
+	}
+	if !fi.IsDir() {
+		return st, errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+	}
+	bw := bufio.NewWriterSize(w, bufSize)
+	a := &writer{ctx: ctx, tw: tar.NewWriter(bw), top: dir, m: m, st: &st,
+		buf: make([]byte, bufSize), links: map[inode]string{}}
+	if err := a.entry(dir, ".", fi); err != nil {
+		return st, err
+	}
+	if err := a.walk(dir, ""); err != nil {
+		return st, err
+	}
+	if err := a.tw.Close(); err != nil {
+		return st, fmt.Errorf("archive: finish: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return st, fmt.Errorf("archive: write: %w", err)
+	}
+	return st, nil
+}
+
+type inode struct{ dev, ino uint64 }
+
+type writer struct {
+	ctx   context.Context // the request's; checked between entries
+	tw    *tar.Writer
+	top   string
+	m     *matcher
+	st    *Stats
+	buf   []byte
+	links map[inode]string // first archived name of each multiply linked file
+}
+
+// walk archives the entries below the directory abs (rel: its relative slash path, "" for
+// the top), in lexical order.
+func (a *writer) walk(abs, rel string) error {
+	names, err := readNames(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) && rel != "" {
+			return nil // vanished meanwhile
+		}
+		return files.MapError(err, abs)
+	}
+	for _, name := range names {
+		if err := a.ctx.Err(); err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		childAbs := abs + "/" + name
+		childRel := name
+		if rel != "" {
+			childRel = rel + "/" + name
+		}
+		fi, err := os.Lstat(childAbs)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			return files.MapError(err, childAbs)
+		}
+		if a.m.excluded(childRel, name, fi.IsDir()) {
+			a.st.Excluded++
+			continue
+		}
+		if err := a.entry(childAbs, childRel, fi); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			if err := a.walk(childAbs, childRel); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readNames returns the names in directory p, sorted.
+func readNames(p string) ([]string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// entry writes the header (and content) of one entry.
+func (a *writer) entry(abs, rel string, fi fs.FileInfo) error {
+	sys, _ := fi.Sys().(*syscall.Stat_t)
+	// Whole seconds, cut (not rounded as tar.Writer would): like tar(1).
+	hdr := &tar.Header{Name: rel, ModTime: fi.ModTime().Truncate(time.Second), Mode: int64(fi.Mode().Perm())}
+	if sys != nil {
+		hdr.Mode = int64(sys.Mode & 0o7777)
+		hdr.Uid, hdr.Gid = int(sys.Uid), int(sys.Gid)
+	}
+	switch fi.Mode().Type() {
+	case fs.ModeDir:
+		hdr.Typeflag = tar.TypeDir
+		if rel == "." {
+			hdr.Name = "./"
+		} else {
+			hdr.Name = rel + "/"
+		}
+		a.st.Dirs++
+	case fs.ModeSymlink:
+		target, err := os.Readlink(abs)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return files.MapError(err, abs)
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+		a.st.Symlinks++
+	case 0:
+		if sys != nil && sys.Nlink > 1 {
+			key := inode{uint64(sys.Dev), sys.Ino}
+			if first, ok := a.links[key]; ok {
+				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+				a.st.HardLinks++
+				return a.writeHeader(hdr)
+			}
+			a.links[key] = rel
+		}
+		return a.file(abs, hdr, fi.Size())
+	default:
+		a.st.Skipped++
+		return nil
+	}
+	return a.writeHeader(hdr)
+}
+
+func (a *writer) writeHeader(hdr *tar.Header) error {
+	if err := a.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("archive: header of %s: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// file writes a regular file: exactly size bytes (padded or cut, see Write).
+func (a *writer) file(abs string, hdr *tar.Header, size int64) error {
+	f, err := os.Open(abs)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return files.MapError(err, abs)
+	}
+	defer f.Close()
+	hdr.Typeflag, hdr.Size = tar.TypeReg, size
+	if err := a.writeHeader(hdr); err != nil {
+		return err
+	}
+	// Hide tar.Writer's ReadFrom and *os.File's WriteTo: both would copy through a fresh 32 KiB
+	// buffer per file instead of a.buf.
+	n, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{io.LimitReader(f, size)}, a.buf)
+	if err != nil && !errors.Is(err, tar.ErrWriteTooLong) {
+		if rerr := (*fs.PathError)(nil); errors.As(err, &rerr) {
+			return files.MapError(err, abs)
+		}
+		return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
+	}
+	for n < size { // the file shrank meanwhile
+		k := min(int64(len(a.buf)), size-n)
+		clear(a.buf[:k])
+		if _, err := a.tw.Write(a.buf[:k]); err != nil {
+			return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
+		}
+		n += k
+	}
+	a.st.Files++
+	a.st.Bytes += size
+	return nil
+}
+
+// rel2abs joins a relative slash path to dir.
+func rel2abs(dir, rel string) string {
+	if rel == "." || rel == "" {
+		return dir
+	}
+	return filepath.Join(dir, filepath.FromSlash(rel))
+}

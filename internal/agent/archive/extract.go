@@ -1,0 +1,433 @@
+package archive
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/files"
+)
+
+// Names of the work directories Extract makes next to its target (in the target's parent, or
+// inside the target when it is a mount point). Leftovers of a killed agent are removed by the
+// next Extract into the same target.
+const (
+	tmpPrefix = ".hutch-restore-"
+	oldSuffix = ".old"
+)
+
+// targetLocks serialises extractions into one target directory.
+var targetLocks sync.Map // dir → *sync.Mutex
+
+// Extract reads a tar archive from r and makes dir hold exactly its content, replacing what
+// dir held. dir must be absolute; its parents are created (0755) if missing.
+//
+// The archive is extracted into a new directory next to dir first; only when all of it is
+// there is it swapped in: dir is renamed away, the new directory renamed to dir, and the old
+// content removed. Where a directory cannot be renamed (EXDEV: an overlayfs directory that
+// comes from the image; EBUSY: a mount point) the swap moves dir's entries out and the new
+// ones in instead, keeping dir itself. So a failure (an unsafe entry, a truncated or corrupt
+// archive, a full disk, a cancelled ctx) leaves dir as it was, and no work directory behind.
+//
+// Owners are restored when the process runs as root. Errors: VALIDATION_FAILED for an unsafe
+// entry (context {entry}, see the package doc) or a stream that is not a complete tar archive;
+// NOT_DIRECTORY when dir exists and is not a directory; file codes with context.path (NO_SPACE
+// for ENOSPC and EDQUOT); ctx's error wrapped.
+func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
+	var st Stats
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == "/" {
+		return st, errdefs.Newf(errdefs.CodeInvalidPath, "extract target %q must be an absolute, clean path other than /", dir).With("path", dir)
+	}
+	mu, _ := targetLocks.LoadOrStore(dir, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return st, files.MapError(err, parent)
+	}
+	workDir := parent
+	if fi, err := os.Lstat(dir); err == nil {
+		if !fi.IsDir() {
+			return st, errdefs.Newf(errdefs.CodeNotDirectory, "%s exists and is not a directory", dir).With("path", dir)
+		}
+		if mountPoint(dir, parent) {
+			workDir = dir // the new content must be on dir's file system
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return st, files.MapError(err, dir)
+	}
+	base := filepath.Base(dir)
+	removeStale(workDir, base)
+	tmp, err := os.MkdirTemp(workDir, tmpPrefix+base+"-")
+	if err != nil {
+		return st, files.MapError(err, dir)
+	}
+	x := &extractor{ctx: ctx, tmp: tmp, dir: dir, buf: make([]byte, bufSize), symlinks: map[string]bool{},
+		root: dirAttr{rel: ".", mode: 0o755, uid: -1, gid: -1}, chown: os.Geteuid() == 0, st: &st}
+	if err := x.run(r); err != nil {
+		os.RemoveAll(tmp)
+		return st, err
+	}
+	if err := swap(dir, tmp, workDir == dir, x.root, x.chown); err != nil {
+		os.RemoveAll(tmp)
+		return st, err
+	}
+	return st, nil
+}
+
+// mountPoint reports whether dir is on another file system than its parent.
+func mountPoint(dir, parent string) bool {
+	var a, b unix.Stat_t
+	if unix.Lstat(dir, &a) != nil || unix.Lstat(parent, &b) != nil {
+		return false
+	}
+	return a.Dev != b.Dev
+}
+
+// removeStale removes work directories an interrupted Extract into base left in workDir.
+func removeStale(workDir, base string) {
+	old, _ := filepath.Glob(filepath.Join(workDir, tmpPrefix+base+"-*"))
+	for _, p := range old {
+		os.RemoveAll(p)
+	}
+}
+
+// dirAttr is what is applied to a directory once everything below it exists.
+type dirAttr struct {
+	rel      string
+	mode     uint32
+	uid, gid int
+	mtime    time.Time
+}
+
+type extractor struct {
+	ctx      context.Context
+	tmp      string // the new tree
+	dir      string // the target (for error paths)
+	buf      []byte
+	symlinks map[string]bool // relative names of the symlinks extracted so far
+	dirs     []dirAttr       // directories with attributes, in archive order
+	root     dirAttr         // the "./" entry
+	chown    bool
+	st       *Stats
+}
+
+func (x *extractor) run(r io.Reader) error {
+	tr := tar.NewReader(r)
+	for {
+		if err := x.ctx.Err(); err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return x.readError(err)
+		}
+		if err := x.entry(tr, hdr); err != nil {
+			return err
+		}
+	}
+	// Modes and times of directories last (deepest first): creating the entries below them
+	// changed their mtimes, and a read-only mode would have blocked the creation.
+	for i := len(x.dirs) - 1; i >= 0; i-- {
+		d := x.dirs[i]
+		if err := x.apply(filepath.Join(x.tmp, filepath.FromSlash(d.rel)), d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readError classifies an error of the archive stream.
+func (x *extractor) readError(err error) error {
+	if cerr := x.ctx.Err(); cerr != nil {
+		return fmt.Errorf("extract: %w", cerr)
+	}
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return errdefs.Wrap(errdefs.CodeInvalidArgument, err, "archive is truncated").With("path", x.dir)
+	case errors.Is(err, tar.ErrHeader), errors.Is(err, tar.ErrFieldTooLong), errors.Is(err, tar.ErrInsecurePath):
+		return errdefs.Wrap(errdefs.CodeInvalidArgument, err, "not a valid tar archive").With("path", x.dir)
+	}
+	var ee *errdefs.Error
+	if errors.As(err, &ee) {
+		return err
+	}
+	return fmt.Errorf("extract: read archive: %w", err)
+}
+
+func unsafeEntry(name, why string) error {
+	return errdefs.Newf(errdefs.CodeInvalidArgument, "unsafe archive entry %q: %s", name, why).With("entry", name)
+}
+
+// cleanName validates an entry name and returns it clean ("." for the top).
+func (x *extractor) cleanName(name string) (string, error) {
+	switch {
+	case name == "":
+		return "", unsafeEntry(name, "empty name")
+	case strings.IndexByte(name, 0) >= 0:
+		return "", unsafeEntry(name, "NUL byte in name")
+	case strings.HasPrefix(name, "/"):
+		return "", unsafeEntry(name, "absolute path")
+	}
+	for _, elem := range strings.Split(name, "/") {
+		if elem == ".." {
+			return "", unsafeEntry(name, `".." element`)
+		}
+	}
+	c := path.Clean(name)
+	// No entry may go through a symlink the archive created: that could write outside.
+	for i := 0; i < len(c); i++ {
+		if c[i] == '/' && x.symlinks[c[:i]] {
+			return "", unsafeEntry(name, fmt.Sprintf("goes through the symlink %q", c[:i]))
+		}
+	}
+	return c, nil
+}
+
+func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
+	rel, err := x.cleanName(hdr.Name)
+	if err != nil {
+		return err
+	}
+	abs := filepath.Join(x.tmp, filepath.FromSlash(rel))
+	attr := dirAttr{rel: rel, mode: uint32(hdr.Mode) & 0o7777, uid: hdr.Uid, gid: hdr.Gid, mtime: hdr.ModTime}
+	if rel == "." {
+		if hdr.Typeflag != tar.TypeDir {
+			return unsafeEntry(hdr.Name, "the top entry is not a directory")
+		}
+		x.root = attr
+		x.st.Dirs++
+		return nil
+	}
+	if x.symlinks[rel] && hdr.Typeflag != tar.TypeSymlink {
+		delete(x.symlinks, rel) // replaced below
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return x.fsError(err, rel)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		if err := os.Mkdir(abs, 0o700); err != nil {
+			if fi, lerr := os.Lstat(abs); lerr != nil || !fi.IsDir() {
+				if err := x.replace(abs, func() error { return os.Mkdir(abs, 0o700) }); err != nil {
+					return x.fsError(err, rel)
+				}
+			}
+		}
+		x.dirs = append(x.dirs, attr)
+		x.st.Dirs++
+		return nil
+	case tar.TypeReg, tar.TypeRegA:
+		return x.file(tr, abs, rel, attr)
+	case tar.TypeSymlink:
+		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
+			return unsafeEntry(hdr.Name, "empty symlink target or NUL byte in it")
+		}
+		if err := x.replace(abs, func() error { return os.Symlink(hdr.Linkname, abs) }); err != nil {
+			return x.fsError(err, rel)
+		}
+		x.symlinks[rel] = true
+		x.st.Symlinks++
+		return x.apply(abs, attr)
+	case tar.TypeLink:
+		target, err := x.cleanName(hdr.Linkname)
+		if err != nil || target == "." {
+			return unsafeEntry(hdr.Name, fmt.Sprintf("hard link to %q, which is not a file of the archive", hdr.Linkname))
+		}
+		tabs := filepath.Join(x.tmp, filepath.FromSlash(target))
+		if fi, err := os.Lstat(tabs); err != nil || !fi.Mode().IsRegular() {
+			return unsafeEntry(hdr.Name, fmt.Sprintf("hard link to %q, which is not a regular file extracted before it", hdr.Linkname))
+		}
+		if err := x.replace(abs, func() error { return os.Link(tabs, abs) }); err != nil {
+			return x.fsError(err, rel)
+		}
+		x.st.HardLinks++
+		return nil
+	case tar.TypeFifo:
+		if err := x.replace(abs, func() error { return unix.Mkfifo(abs, 0o600) }); err != nil {
+			return x.fsError(err, rel)
+		}
+		return x.apply(abs, attr)
+	case tar.TypeChar, tar.TypeBlock:
+		return unsafeEntry(hdr.Name, "device file")
+	default:
+		return unsafeEntry(hdr.Name, fmt.Sprintf("unsupported entry type %q", hdr.Typeflag))
+	}
+}
+
+// replace runs create; if something exists at abs (a duplicate entry), it is removed first.
+func (x *extractor) replace(abs string, create func() error) error {
+	err := create()
+	if !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if err := os.RemoveAll(abs); err != nil {
+		return err
+	}
+	return create()
+}
+
+func (x *extractor) file(tr *tar.Reader, abs, rel string, attr dirAttr) error {
+	var f *os.File
+	err := x.replace(abs, func() error {
+		var err error
+		f, err = os.OpenFile(abs, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		return err
+	})
+	if err != nil {
+		return x.fsError(err, rel)
+	}
+	// Hide *os.File's ReadFrom, which would copy through a fresh buffer per file.
+	n, err := io.CopyBuffer(struct{ io.Writer }{f}, tr, x.buf)
+	if err != nil {
+		f.Close()
+		var pe *fs.PathError
+		if errors.As(err, &pe) && pe.Path == abs {
+			return x.fsError(err, rel)
+		}
+		return x.readError(err)
+	}
+	fd := int(f.Fd())
+	if x.chown && attr.uid >= 0 {
+		if err := unix.Fchown(fd, attr.uid, attr.gid); err != nil {
+			f.Close()
+			return x.fsError(err, rel)
+		}
+	}
+	if err := unix.Fchmod(fd, attr.mode); err != nil {
+		f.Close()
+		return x.fsError(err, rel)
+	}
+	if err := f.Close(); err != nil {
+		return x.fsError(err, rel)
+	}
+	if err := x.times(abs, attr.mtime); err != nil {
+		return x.fsError(err, rel)
+	}
+	x.st.Files++
+	x.st.Bytes += n
+	return nil
+}
+
+// apply sets owner, mode (not for symlinks) and mtime of abs without following a symlink.
+func (x *extractor) apply(abs string, a dirAttr) error {
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return x.fsError(err, a.rel)
+	}
+	if x.chown && a.uid >= 0 {
+		if err := os.Lchown(abs, a.uid, a.gid); err != nil {
+			return x.fsError(err, a.rel)
+		}
+	}
+	if fi.Mode().Type() != fs.ModeSymlink {
+		if err := unix.Fchmodat(unix.AT_FDCWD, abs, a.mode, 0); err != nil {
+			return x.fsError(err, a.rel)
+		}
+	}
+	if err := x.times(abs, a.mtime); err != nil {
+		return x.fsError(err, a.rel)
+	}
+	return nil
+}
+
+func (x *extractor) times(abs string, mtime time.Time) error {
+	if mtime.IsZero() {
+		return nil
+	}
+	ts := unix.NsecToTimespec(mtime.UnixNano())
+	return unix.UtimesNanoAt(unix.AT_FDCWD, abs, []unix.Timespec{ts, ts}, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// fsError maps a file system error, naming the entry's final path.
+func (x *extractor) fsError(err error, rel string) error {
+	if cerr := x.ctx.Err(); cerr != nil {
+		return fmt.Errorf("extract: %w", cerr)
+	}
+	return files.MapError(err, rel2abs(x.dir, rel))
+}
+
+// swap makes dir hold the tree in tmp (see Extract). inside: tmp is inside dir (dir is a mount
+// point). root are the attributes of the archive's top entry, applied to dir.
+func swap(dir, tmp string, inside bool, root dirAttr, chown bool) error {
+	x := &extractor{ctx: context.Background(), dir: dir, chown: chown}
+	if !inside {
+		if err := x.apply(tmp, root); err != nil {
+			return err
+		}
+		old := tmp + oldSuffix
+		err := os.Rename(dir, old)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Rename(tmp, dir); err != nil {
+				return files.MapError(err, dir)
+			}
+			return nil
+		case err == nil:
+			if err := os.Rename(tmp, dir); err != nil {
+				if rerr := os.Rename(old, dir); rerr != nil {
+					return fmt.Errorf("extract: put back %s after a failed swap (%v): %w", dir, err, rerr)
+				}
+				return files.MapError(err, dir)
+			}
+			return files.MapError(os.RemoveAll(old), old)
+		case !errors.Is(err, syscall.EXDEV) && !errors.Is(err, syscall.EBUSY):
+			return files.MapError(err, dir)
+		}
+	}
+	// dir itself stays: move its entries out, then the new ones in.
+	old := tmp + oldSuffix
+	if err := os.Mkdir(old, 0o700); err != nil {
+		return files.MapError(err, dir)
+	}
+	defer os.RemoveAll(old)
+	names, err := readNames(dir)
+	if err != nil {
+		return files.MapError(err, dir)
+	}
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if p == tmp || p == old {
+			continue
+		}
+		if err := os.Rename(p, filepath.Join(old, n)); err != nil {
+			if !errors.Is(err, syscall.EXDEV) {
+				return files.MapError(err, p)
+			}
+			// A directory from an overlay's lower layer cannot be renamed: remove it.
+			if err := os.RemoveAll(p); err != nil {
+				return files.MapError(err, p)
+			}
+		}
+	}
+	names, err = readNames(tmp)
+	if err != nil {
+		return files.MapError(err, dir)
+	}
+	for _, n := range names {
+		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(dir, n)); err != nil {
+			return files.MapError(err, filepath.Join(dir, n))
+		}
+	}
+	if err := os.Remove(tmp); err != nil {
+		return files.MapError(err, tmp)
+	}
+	return x.apply(dir, root)
+}

@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/archive"
+	"github.com/hutchdev/hutch/internal/agent/files"
+)
+
+// Trailers of POST /api/backup/archive. Exactly one is set at the end of a reply that started:
+// the archive is complete only when ArchiveStatsTrailer is present.
+const (
+	// ArchiveStatsTrailer carries the archive.Stats of a complete archive as JSON.
+	ArchiveStatsTrailer = "X-Hutch-Archive-Stats"
+	// ArchiveErrorTrailer carries the errdefs envelope (JSON) of a failure after the reply
+	// started; the body is then a truncated archive.
+	ArchiveErrorTrailer = "X-Hutch-Archive-Error"
+	// WarningHeader carries a warning about the request (repeatable), such as a gitignore
+	// request in a directory git cannot read.
+	WarningHeader = "X-Hutch-Warning"
+)
+
+// gitTimeout bounds the `git ls-files` run of a gitignore archive.
+const gitTimeout = 2 * time.Minute
+
+// ArchiveRequest is the body of POST /api/backup/archive.
+type ArchiveRequest struct {
+	Dir       string   `json:"dir"`                 // absolute directory to archive
+	Excludes  []string `json:"excludes,omitempty"`  // glob patterns (package archive)
+	Gitignore bool     `json:"gitignore,omitempty"` // also leave out what git ignores
+}
+
+// handleBackupArchive: POST /api/backup/archive {dir, excludes?, gitignore?} → 200 with an
+// uncompressed tar of dir (application/x-tar, streamed), trailers ArchiveStatsTrailer or
+// ArchiveErrorTrailer, and WarningHeader lines. Errors before the reply: INVALID_PATH (not
+// absolute), FILE_NOT_FOUND, NOT_DIRECTORY, VALIDATION_FAILED (bad pattern).
+func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) error {
+	var req ArchiveRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	dir, err := absDir(req.Dir)
+	if err != nil {
+		return err
+	}
+	if err := archive.ValidatePatterns(req.Excludes); err != nil {
+		return err
+	}
+	if err := checkDir(dir); err != nil {
+		return err
+	}
+	opts := archive.Options{Excludes: req.Excludes}
+	if req.Gitignore {
+		paths, warning := gitIgnored(r.Context(), dir)
+		if warning != "" {
+			w.Header().Add(WarningHeader, warning)
+			s.log.InfoContext(r.Context(), "backup archive: gitignore not applied", "dir", dir, "warning", warning)
+		}
+		opts.Paths = paths
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	w.Header().Set("Trailer", ArchiveStatsTrailer+", "+ArchiveErrorTrailer)
+	w.WriteHeader(http.StatusOK)
+	st, err := archive.Write(r.Context(), w, dir, opts)
+	if err != nil {
+		env := errdefs.ToEnvelope(err, "backup.archive")
+		b, _ := json.Marshal(env)
+		w.Header().Set(ArchiveErrorTrailer, string(b))
+		if r.Context().Err() == nil {
+			s.log.WarnContext(r.Context(), "backup archive failed", "dir", dir, "err", err)
+		}
+		return nil
+	}
+	b, _ := json.Marshal(st)
+	w.Header().Set(ArchiveStatsTrailer, string(b))
+	return nil
+}
+
+// ExtractReply is the reply of POST /api/backup/extract.
+type ExtractReply struct {
+	Success bool   `json:"success"`
+	Dir     string `json:"dir"`
+	archive.Stats
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// handleBackupExtract: POST /api/backup/extract?dir=D with a tar body → {success, dir, files,
+// dirs, symlinks, hardLinks, bytes, timestamp}. D's content is replaced by the archive's, all
+// or nothing (archive.Extract). Errors: INVALID_PATH, VALIDATION_FAILED (unsafe entry, bad
+// archive), NOT_DIRECTORY, NO_SPACE and other file codes.
+func (s *Server) handleBackupExtract(w http.ResponseWriter, r *http.Request) error {
+	dir, err := absDir(r.URL.Query().Get("dir"))
+	if err != nil {
+		return err
+	}
+	st, err := archive.Extract(r.Context(), r.Body, dir)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, ExtractReply{Success: true, Dir: dir, Stats: st, Timestamp: now()})
+	return nil
+}
+
+// absDir validates an absolute directory path and cleans it.
+func absDir(p string) (string, error) {
+	if err := files.CheckPath(p); err != nil {
+		return "", err
+	}
+	if !filepath.IsAbs(p) {
+		return "", errdefs.Newf(errdefs.CodeInvalidPath, "path %q is not absolute", p).With("path", p)
+	}
+	return filepath.Clean(p), nil
+}
+
+// checkDir reports FILE_NOT_FOUND or NOT_DIRECTORY (and other file codes) for dir.
+func checkDir(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return files.MapError(err, dir)
+	}
+	if !fi.IsDir() {
+		return errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+	}
+	return nil
+}
+
+// gitIgnored lists what git ignores below dir (paths relative to dir; directories end with
+// "/"). When git is missing, dir is not in a work tree or git fails otherwise, it returns no
+// paths and a warning.
+func gitIgnored(ctx context.Context, dir string) ([]string, string) {
+	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-C", dir,
+		"ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GIT_TERMINAL_PROMPT=0", "HOME=/root"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrNotFound) {
+		return nil, "gitignore: git is not installed; nothing was excluded by .gitignore"
+	}
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if strings.Contains(msg, "not a git repository") {
+			return nil, "gitignore: " + dir + " is not in a git work tree; nothing was excluded by .gitignore"
+		}
+		if len(msg) > 300 {
+			msg = msg[:300] + "…"
+		}
+		return nil, "gitignore: git ls-files failed (" + err.Error() + ": " + msg + "); nothing was excluded by .gitignore"
+	}
+	var out []string
+	for _, p := range strings.Split(stdout.String(), "\x00") {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return out, ""
+}

@@ -1,0 +1,216 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// Agent protocol names (api/agent.md "Backups"; the agent package defines the same).
+const (
+	statsTrailer  = "X-Hutch-Archive-Stats"
+	errorTrailer  = "X-Hutch-Archive-Error"
+	warningHeader = "X-Hutch-Warning"
+)
+
+// cleanupTimeout bounds the removal of a failed backup's blobs.
+const cleanupTimeout = 30 * time.Second
+
+// Create backs up directory req.Dir of sandbox sandboxID (starting the sandbox if needed) and
+// returns the new backup's record. The archive streams from the agent through the zstd
+// encoder into the blob store; no temporary file is written.
+//
+// Errors: INVALID_BACKUP_CONFIG (dir, name, ttl, excludes), SANDBOX_NOT_FOUND and the other
+// errors of starting a sandbox, FILE_NOT_FOUND or NOT_DIRECTORY (dir), AGENT_UNAVAILABLE,
+// BACKUP_CREATE_FAILED (the archive stream or the blob store failed; context.cause is the
+// underlying code), ctx's error wrapped. On any error nothing of the backup is left but
+// possibly an archive blob without meta, which GC removes.
+func (s *Service) Create(ctx context.Context, sandboxID string, req CreateRequest) (Backup, error) {
+	dir, ttl, err := validateCreate(req)
+	if err != nil {
+		return Backup{}, err
+	}
+	unlock, err := s.lock(ctx, sandboxID)
+	if err != nil {
+		return Backup{}, err
+	}
+	defer unlock()
+	tr, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	if err != nil {
+		return Backup{}, err
+	}
+	defer s.hold(sandboxID)()
+	id := newID()
+	s.setInflight(id, true)
+	defer s.setInflight(id, false)
+
+	start := time.Now()
+	body, _ := json.Marshal(struct {
+		Dir       string   `json:"dir"`
+		Excludes  []string `json:"excludes,omitempty"`
+		Gitignore bool     `json:"gitignore,omitempty"`
+	}{dir, req.Excludes, req.Gitignore})
+	resp, err := agentCall(ctx, tr, "/api/backup/archive", bytes.NewReader(body), "application/json")
+	if err != nil {
+		return Backup{}, err
+	}
+	defer resp.Body.Close()
+	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: time.Now().UTC(),
+		Warnings: resp.Header.Values(warningHeader)}
+	b.ExpiresAt = b.CreatedAt.Add(ttl)
+
+	// agent → zstd → pipe → blob store.
+	pr, pw := io.Pipe()
+	var tarBytes int64
+	done := make(chan error, 1)
+	go func() {
+		err := s.compress(pw, resp, &tarBytes)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	n, err := s.cfg.Blobs.Put(ctx, archiveKey(id), pr, -1)
+	pr.CloseWithError(errPutEnded) // a Put that gave up early must not block the encoder
+	if cerr := <-done; cerr != nil && !errors.Is(cerr, errPutEnded) {
+		err = cerr // the source's failure explains the Put's
+	}
+	if err != nil {
+		s.cleanup(id, false)
+		return Backup{}, createFailed(ctx, dir, err)
+	}
+	b.SizeBytes = n
+
+	meta, _ := json.Marshal(b.meta())
+	if _, err := s.cfg.Blobs.Put(ctx, metaKey(id), bytes.NewReader(meta), int64(len(meta))); err != nil {
+		s.cleanup(id, true)
+		return Backup{}, createFailed(ctx, dir, fmt.Errorf("write meta: %w", err))
+	}
+	if err := s.cfg.Store.InsertBackup(ctx, b.row()); err != nil {
+		s.cleanup(id, true)
+		return Backup{}, createFailed(ctx, dir, fmt.Errorf("record backup: %w", err))
+	}
+	s.log.InfoContext(ctx, "backup created", "backup_id", id, "sandbox_id", sandboxID, "dir", dir,
+		"tar_bytes", tarBytes, "size_bytes", n, "duration", time.Since(start).Round(time.Millisecond))
+	return b, nil
+}
+
+// errPutEnded closes the pipe's read side once Put has returned.
+var errPutEnded = errors.New("blob put ended")
+
+// compress copies the agent's tar into w through a zstd encoder and checks the reply's
+// trailers: the archive is complete only when the agent says so.
+func (s *Service) compress(w io.Writer, resp *http.Response, tarBytes *int64) error {
+	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(s.cfg.EncoderThreads), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		return fmt.Errorf("zstd encoder: %w", err)
+	}
+	n, err := enc.ReadFrom(resp.Body)
+	*tarBytes = n
+	if err != nil {
+		enc.Close()
+		return fmt.Errorf("read archive from the agent: %w", err)
+	}
+	if v := resp.Trailer.Get(errorTrailer); v != "" {
+		enc.Close()
+		var env errdefs.Envelope
+		if json.Unmarshal([]byte(v), &env) == nil && env.Code != "" {
+			return env.Err()
+		}
+		return errdefs.Newf(errdefs.CodeInternal, "agent: archive failed: %s", v)
+	}
+	if resp.Trailer.Get(statsTrailer) == "" {
+		enc.Close()
+		return errdefs.New(errdefs.CodeInternal, "agent: archive stream ended without its completion trailer")
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	return nil
+}
+
+// createFailed classifies a failure after the archive stream started.
+func createFailed(ctx context.Context, dir string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("backup of %s: %w", dir, ctx.Err())
+	}
+	return errdefs.Wrap(errdefs.CodeBackupCreateFailed, err, "backup of "+dir+" failed").
+		With("dir", dir).With("cause", string(errdefs.CodeOf(err)))
+}
+
+// cleanup removes what a failed Create wrote (the meta first, so the backup never exists
+// without its archive). Errors are logged; GC catches what is left.
+func (s *Service) cleanup(id string, withMeta bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if withMeta {
+		if err := s.cfg.Blobs.Delete(ctx, metaKey(id)); err != nil {
+			s.log.Warn("backup: removing the meta of a failed backup", "backup_id", id, "err", err)
+		}
+	}
+	if err := s.cfg.Blobs.Delete(ctx, archiveKey(id)); err != nil {
+		s.log.Warn("backup: removing the archive of a failed backup", "backup_id", id, "err", err)
+	}
+}
+
+func (s *Service) setInflight(id string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.inflight[id] = true
+	} else {
+		delete(s.inflight, id)
+	}
+}
+
+func (s *Service) isInflight(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[id]
+}
+
+// hold keeps the sandbox awake for the operation when the Agents implementation supports it
+// (sandbox.Manager.Hold); it returns the release function.
+func (s *Service) hold(sandboxID string) func() {
+	if h, ok := s.cfg.Agents.(interface{ Hold(id string) func() }); ok {
+		return h.Hold(sandboxID)
+	}
+	return func() {}
+}
+
+// agentCall POSTs body to the agent and returns a 2xx reply; another reply is decoded into its
+// errdefs error, a transport failure is AGENT_UNAVAILABLE (or ctx's error).
+func agentCall(ctx context.Context, tr http.RoundTripper, pathQuery string, body io.Reader, ctype string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+pathQuery, body)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.CodeInternal, err, "build agent request")
+	}
+	req.Header.Set("Content-Type", ctype)
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("agent %s: %w", pathQuery, ctx.Err())
+		}
+		return nil, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable")
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var env errdefs.Envelope
+	if json.Unmarshal(b, &env) == nil && env.Code != "" {
+		if env.HTTPStatus == 0 {
+			env.HTTPStatus = resp.StatusCode
+		}
+		return nil, env.Err()
+	}
+	return nil, errdefs.Newf(errdefs.CodeInternal, "agent %s: status %d: %.200s", pathQuery, resp.StatusCode, b)
+}

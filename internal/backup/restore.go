@@ -1,0 +1,126 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// Restore replaces the content of dir in sandbox sandboxID (starting it if needed) with the
+// content of backup backupID; dir "" means the directory the backup was taken of. The backup
+// may come from another sandbox (or another host sharing the blob store). The archive streams
+// from the blob store through the zstd decoder into the agent, which extracts it next to dir
+// and swaps it in: on failure dir is left as it was. It returns the backup's record with Dir
+// set to the directory restored into.
+//
+// Errors: BACKUP_NOT_FOUND, BACKUP_EXPIRED (context {id, expiresAt}), INVALID_BACKUP_CONFIG
+// (dir), SANDBOX_NOT_FOUND and the other errors of starting a sandbox, NO_SPACE and the other
+// file codes of the extraction (NOT_DIRECTORY when dir is a file), AGENT_UNAVAILABLE,
+// BACKUP_RESTORE_FAILED (the stored archive or the blob store failed; context.cause), ctx's
+// error wrapped.
+func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir string) (Backup, error) {
+	b, err := s.Get(ctx, backupID)
+	if err != nil {
+		return Backup{}, err
+	}
+	target := b.Dir
+	if dir != "" {
+		if target, err = ValidateDir(dir); err != nil {
+			return Backup{}, err
+		}
+	}
+	if time.Now().After(b.ExpiresAt) {
+		return Backup{}, errdefs.Newf(errdefs.CodeBackupExpired, "backup %s expired at %s", b.ID, b.ExpiresAt.Format(time.RFC3339)).
+			With("id", b.ID).With("expiresAt", b.ExpiresAt)
+	}
+	unlock, err := s.lock(ctx, sandboxID)
+	if err != nil {
+		return Backup{}, err
+	}
+	defer unlock()
+	tr, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	if err != nil {
+		return Backup{}, err
+	}
+	defer s.hold(sandboxID)()
+	start := time.Now()
+	rc, _, err := s.cfg.Blobs.Get(ctx, archiveKey(b.ID))
+	if err != nil {
+		if errdefs.CodeOf(err) == errdefs.CodeBlobNotFound {
+			return Backup{}, notFound(b.ID)
+		}
+		return Backup{}, restoreFailed(ctx, target, fmt.Errorf("open archive: %w", err))
+	}
+	defer rc.Close()
+	dec, err := zstd.NewReader(rc)
+	if err != nil {
+		return Backup{}, restoreFailed(ctx, target, fmt.Errorf("zstd decoder: %w", err))
+	}
+	defer dec.Close()
+	src := &sourceReader{r: dec}
+	resp, err := agentCall(ctx, tr, "/api/backup/extract?dir="+url.QueryEscape(target), src, "application/x-tar")
+	if err != nil {
+		if serr := src.failure(); serr != nil {
+			return Backup{}, restoreFailed(ctx, target, serr) // the archive, not the agent, failed
+		}
+		if errdefs.CodeOf(err) == errdefs.CodeInvalidArgument {
+			// The agent refused the archive (unsafe entry, not a tar): the stored data is bad.
+			return Backup{}, restoreFailed(ctx, target, err)
+		}
+		return Backup{}, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	s.log.InfoContext(ctx, "backup restored", "backup_id", b.ID, "sandbox_id", sandboxID, "dir", target,
+		"tar_bytes", src.count(), "duration", time.Since(start).Round(time.Millisecond))
+	b.Dir = target
+	return b, nil
+}
+
+// sourceReader records the first read error of the decoded archive, so that a failed restore
+// can be blamed on the archive rather than the agent.
+type sourceReader struct {
+	r  io.Reader
+	mu sync.Mutex
+	n  int64
+	e  error
+}
+
+func (s *sourceReader) Read(b []byte) (int, error) {
+	n, err := s.r.Read(b)
+	s.mu.Lock()
+	s.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) && s.e == nil {
+		s.e = err
+	}
+	s.mu.Unlock()
+	return n, err
+}
+
+func (s *sourceReader) failure() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.e
+}
+
+func (s *sourceReader) count() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func restoreFailed(ctx context.Context, dir string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("restore into %s: %w", dir, ctx.Err())
+	}
+	return errdefs.Wrap(errdefs.CodeBackupRestoreFailed, err, "restore into "+dir+" failed").
+		With("dir", dir).With("cause", string(errdefs.CodeOf(err)))
+}

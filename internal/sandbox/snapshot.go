@@ -1,0 +1,175 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Snapshot support. A sandbox's disk is an overlay: its own upper directory above zero or more
+// snapshot layers (read-only directories of the local layer cache, newest first) above its
+// image. The snapshot service (internal/snapshot) captures upper directories (Capture), creates
+// sandboxes on layers (CreateOptions.Layers) and rebases sandboxes (ResetDisk); the manager
+// only mounts what the record says.
+
+// MaxLayers is the most snapshot layers a sandbox's disk may have: overlayfs takes its lower
+// directories in one mount option of at most a page, and each layer is a path under the state
+// directory.
+const MaxLayers = 24
+
+// LayerSource resolves a layer digest ("sha256-<hex>") to the local directory holding it,
+// fetching it on demand. internal/snapshot's Cache implements it.
+type LayerSource interface {
+	Path(ctx context.Context, digest string) (string, error)
+}
+
+// SetLayers gives the manager its layer source; call it before serving. Without one, sandboxes
+// built on snapshot layers cannot start.
+func (m *Manager) SetLayers(ls LayerSource) { m.layers = ls }
+
+// lowerDirs is the overlay lower argument of rec's disk: its layers (newest first), then the
+// image root.
+func (m *Manager) lowerDirs(ctx context.Context, rec store.Sandbox, imageRoot string) (string, error) {
+	if len(rec.Layers) == 0 {
+		return imageRoot, nil
+	}
+	if m.layers == nil {
+		return "", errdefs.New(errdefs.CodeUnavailable, "snapshot layers are not available on this host")
+	}
+	dirs := make([]string, 0, len(rec.Layers)+1)
+	for _, d := range rec.Layers {
+		p, err := m.layers.Path(ctx, d)
+		if err != nil {
+			return "", fmt.Errorf("layer %s: %w", d, err)
+		}
+		dirs = append(dirs, p)
+	}
+	return strings.Join(append(dirs, imageRoot), ":"), nil
+}
+
+// Capture calls fn with sandbox id's record and the host path of its upper directory (its own
+// disk) while nothing can write to it, and returns fn's error. A running sandbox is frozen (the
+// runtime's Pauser: the cgroup freezer) for fn's whole duration and its file system synced
+// (syncfs) first, then thawed; a sandbox that is not running (sleeping, stopped) is only
+// synced. Lifecycle operations on the sandbox wait meanwhile (the ID lock is held); requests to
+// its agent stall until it is thawed. fn must do local work only and return quickly.
+// Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
+// the runtime's pause error, fn's error.
+func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, upper string) error) error {
+	if err := ValidateID(id); err != nil {
+		return err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return err
+	}
+	m.mu.RLock()
+	inst := m.instances[id]
+	m.mu.RUnlock()
+	upper := filepath.Join(m.sandboxDir(id), "upper")
+	if inst != nil {
+		p, ok := m.rt.(runtime.Pauser)
+		if !ok {
+			return errdefs.Newf(errdefs.CodeNotImplemented, "runtime %s cannot pause a running sandbox", m.rt.Name())
+		}
+		start := time.Now()
+		if err := p.Pause(ctx, id); err != nil {
+			return fmt.Errorf("freeze %s: %w", id, err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := p.Resume(rctx, id); err != nil {
+				m.log.ErrorContext(rctx, "thaw after capture failed", "sandbox_id", id, "err", err)
+			}
+			inst.touch()
+			m.log.InfoContext(ctx, "sandbox frozen for capture", "sandbox_id", id, "took", time.Since(start).Round(time.Millisecond))
+		}()
+	}
+	if err := syncDir(upper); err != nil {
+		return fmt.Errorf("flush disk of %s: %w", id, err)
+	}
+	return fn(ctx, rec, upper)
+}
+
+// DiskSpec is what a sandbox's disk is built on.
+type DiskSpec struct {
+	Image     string   // image ID
+	ImageName string   // name shown in the sandbox's info
+	Layers    []string // layer digests, newest first (at most MaxLayers)
+	Snapshot  string   // the snapshot they came from
+}
+
+// ResetDisk rebuilds sandbox id's disk on spec: the sandbox is stopped if it runs (its
+// processes get SIGTERM and the grace period; its unsaved state is lost), its upper directory
+// (all its own changes) is discarded, its record gets spec's image and layers, and it is
+// started again. Its settings, exposed ports and network slot stay. The old upper directory is
+// first renamed aside, so a crash part way leaves either the old disk or an empty upper on the
+// old layers, and the reset can be retried. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND,
+// SNAPSHOT_TOO_DEEP, the teardown's or start's error.
+func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info, error) {
+	if err := ValidateID(id); err != nil {
+		return Info{}, err
+	}
+	if len(spec.Layers) > MaxLayers {
+		return Info{}, errdefs.Newf(errdefs.CodeSnapshotTooDeep, "%d layers: a disk may have at most %d", len(spec.Layers), MaxLayers)
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return Info{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+	defer cancel()
+	if err := m.store.SetStatus(ctx, id, store.StatusStopping, ""); err != nil {
+		return Info{}, err
+	}
+	if err := m.teardown(ctx, rec, false); err != nil {
+		_ = m.store.SetStatus(ctx, id, store.StatusError, "reset disk: "+err.Error())
+		return Info{}, err
+	}
+	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
+		return Info{}, err
+	}
+	dir := m.sandboxDir(id)
+	suffix := make([]byte, 4)
+	_, _ = rand.Read(suffix)
+	for _, d := range []string{"upper", "work"} {
+		old := filepath.Join(dir, "."+d+"-old-"+hex.EncodeToString(suffix))
+		if err := os.Rename(filepath.Join(dir, d), old); err != nil && !os.IsNotExist(err) {
+			return Info{}, fmt.Errorf("reset disk of %s: %w", id, err)
+		}
+		defer os.RemoveAll(old)
+	}
+	if err := m.store.SetDisk(ctx, id, spec.Image, spec.ImageName, spec.Layers, spec.Snapshot); err != nil {
+		return Info{}, err
+	}
+	m.log.InfoContext(ctx, "sandbox disk reset", "sandbox_id", id, "snapshot", spec.Snapshot, "layers", len(spec.Layers))
+	if rec, err = m.store.Get(ctx, id); err != nil {
+		return Info{}, err
+	}
+	if err := m.ensureLocked(ctx, rec, nil); err != nil {
+		return Info{}, err
+	}
+	if rec, err = m.store.Get(ctx, id); err != nil {
+		return Info{}, err
+	}
+	return m.info(rec), nil
+}
+
+// UsedLayers returns the layer digests some sandbox's disk is built on.
+func (m *Manager) UsedLayers(ctx context.Context) (map[string]bool, error) {
+	return m.store.UsedLayers(ctx)
+}

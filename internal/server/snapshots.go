@@ -1,0 +1,163 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/snapshot"
+)
+
+// Snapshots is what the API needs of the snapshot service; *snapshot.Service implements it.
+type Snapshots interface {
+	Create(ctx context.Context, sandboxID string) (snapshot.Snapshot, error)
+	Get(ctx context.Context, id string) (snapshot.Snapshot, error)
+	List(ctx context.Context, sandboxID string) ([]snapshot.Snapshot, error)
+	CreateSandbox(ctx context.Context, opts sandbox.CreateOptions, snapID string) (sandbox.Info, bool, error)
+	Fork(ctx context.Context, id string, opts snapshot.ForkOptions) (snapshot.ForkResult, error)
+	Restore(ctx context.Context, id, snapID string) (sandbox.Info, error)
+}
+
+// SetSnapshots enables the snapshot routes and creating sandboxes from snapshots; call it
+// before serving.
+func (s *Server) SetSnapshots(sn Snapshots) { s.snapshots = sn }
+
+type snapshotReply struct {
+	Success bool `json:"success"`
+	snapshot.Snapshot
+	Timestamp time.Time `json:"timestamp"`
+}
+
+// createSnapshot: POST /v1/sandboxes/{id}/snapshots → 201 {success, id, sandboxId, sizeBytes,
+// createdAt, layers, parentLayers, image, config, format, timestamp}.
+func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	var req struct{}
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, r, err, "snapshot.create")
+		return
+	}
+	snap, err := s.snapshots.Create(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, r, err, "snapshot.create")
+		return
+	}
+	writeJSON(w, http.StatusCreated, snapshotReply{true, snap, time.Now().UTC()})
+}
+
+// getSnapshot: GET /v1/snapshots/{sid} → the snapshot's record.
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	snap, err := s.snapshots.Get(r.Context(), r.PathValue("sid"))
+	if err != nil {
+		writeError(w, r, err, "snapshot.get")
+		return
+	}
+	writeJSON(w, http.StatusOK, snapshotReply{true, snap, time.Now().UTC()})
+}
+
+// listSnapshots: GET /v1/snapshots[?sandbox=ID] → {success, snapshots: [...], timestamp}.
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	list, err := s.snapshots.List(r.Context(), r.URL.Query().Get("sandbox"))
+	if err != nil {
+		writeError(w, r, err, "snapshot.list")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "snapshots": list, "timestamp": time.Now().UTC()})
+}
+
+type forkRequest struct {
+	Count  int      `json:"count"`
+	Prefix string   `json:"prefix"`
+	IDs    []string `json:"ids"`
+}
+
+// forkSandbox: POST /v1/sandboxes/{id}/fork {count, prefix?, ids?} → 201 {success, snapshot,
+// sandboxes: [info + startMs], snapshotMs, forkMs, totalMs, timestamp}.
+func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	var req forkRequest
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, r, err, "sandbox.fork")
+		return
+	}
+	res, err := s.snapshots.Fork(r.Context(), r.PathValue("id"), snapshot.ForkOptions{Count: req.Count, Prefix: req.Prefix, IDs: req.IDs})
+	if err != nil {
+		writeError(w, r, err, "sandbox.fork")
+		return
+	}
+	writeJSON(w, http.StatusCreated, struct {
+		Success bool `json:"success"`
+		snapshot.ForkResult
+		Timestamp time.Time `json:"timestamp"`
+	}{true, res, time.Now().UTC()})
+}
+
+// restoreSnapshot: POST /v1/sandboxes/{id}/restore-snapshot {snapshot} → the sandbox's info,
+// running on the snapshot's disk.
+func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	var req struct {
+		Snapshot string `json:"snapshot"`
+	}
+	if err := readJSON(w, r, &req); err != nil {
+		writeError(w, r, err, "snapshot.restore")
+		return
+	}
+	if req.Snapshot == "" {
+		writeError(w, r, errdefs.New(errdefs.CodeInvalidArgument, "snapshot is required"), "snapshot.restore")
+		return
+	}
+	info, err := s.snapshots.Restore(r.Context(), r.PathValue("id"), req.Snapshot)
+	if err != nil {
+		writeError(w, r, err, "snapshot.restore")
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// createFromSnapshot is the get-or-create of POST /v1/sandboxes with a snapshot.
+func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req createRequest) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	if req.Image != "" {
+		writeError(w, r, errdefs.New(errdefs.CodeInvalidArgument, "image and snapshot exclude each other: a snapshot brings its image"), "sandbox.create")
+		return
+	}
+	info, created, err := s.snapshots.CreateSandbox(r.Context(), sandbox.CreateOptions{
+		ID: req.ID, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
+		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive,
+	}, req.Snapshot)
+	if err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, info)
+}
+
+// snapshotsEnabled answers NOT_IMPLEMENTED when the server has no snapshot service.
+func (s *Server) snapshotsEnabled(w http.ResponseWriter, r *http.Request) bool {
+	if s.snapshots == nil {
+		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "snapshots are not available on this server"), "")
+		return false
+	}
+	return true
+}
