@@ -49,7 +49,7 @@ func TestProcessAcceptance(t *testing.T) {
 		}
 	})
 
-	t.Run("P4 finished process readable after stop and hutchd restart", func(t *testing.T) {
+	t.Run("P4 finished process readable after stop, sleep and hutchd restart", func(t *testing.T) {
 		ctx := ctxT(t, 3*time.Minute)
 		p, err := sb.StartProcess(ctx, `echo to-stdout; echo to-stderr >&2; exit 3`, client.ProcessOptions{ID: "p4-done"})
 		if err != nil {
@@ -82,6 +82,13 @@ func TestProcessAcceptance(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("after stop (the read starts the sandbox again)")
+		if _, err := sb.Sleep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := sb.Info(ctx); err != nil || info.Status != client.StatusSleeping {
+			t.Fatalf("after Sleep: %+v, %v; want sleeping", info, err)
+		}
+		check("after sleep (the read wakes the sandbox)")
 		d.Kill9()
 		if err := d.Start(ctx); err != nil {
 			t.Fatalf("restart hutchd: %v", err)
