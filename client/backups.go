@@ -34,8 +34,9 @@ type BackupOptions struct {
 	Dir string
 	// Name is an optional label: at most 256 characters, no control characters.
 	Name string
-	// TTL is how long the backup is kept; 0 means the server's default (3 days). Expired
-	// backups cannot be restored and are garbage-collected.
+	// TTL is how long the backup is kept, 1 s to 10 years (else INVALID_BACKUP_CONFIG); 0
+	// means the server's default (3 days). Expired backups cannot be restored and are
+	// garbage-collected.
 	TTL time.Duration
 	// Excludes are glob patterns of entries to leave out: a pattern without "/" matches a base
 	// name at any depth ("node_modules", "*.log"); one with "/" matches the path relative to

@@ -67,8 +67,13 @@ type SandboxOptions struct {
 	// EnvVars is the environment of every command in the sandbox.
 	EnvVars map[string]string
 	// SleepAfter is how long the sandbox may be idle before it sleeps (whole milliseconds, at
-	// least 1 s); 0 means the server's default, 10 minutes. Change it later with Update.
+	// least 1 s); 0 means the server's default, 10 minutes, unless SleepAfterSet. Change it
+	// later with Update.
 	SleepAfter time.Duration
+	// SleepAfterSet sends SleepAfter even when it is 0, which the server refuses with
+	// VALIDATION_FAILED: for callers that pass a user's explicit value through (the CLI's
+	// --sleep-after 0).
+	SleepAfterSet bool
 	// KeepAlive: the sandbox never sleeps when idle.
 	KeepAlive bool
 	// Snapshot ("sha256-…", from Sandbox.Snapshot) creates the sandbox from a snapshot: its
@@ -116,7 +121,7 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 	req := createSandboxRequest{ID: id}
 	if opts != nil {
 		req.Image, req.InstanceType, req.EnvVars = opts.Image, opts.InstanceType, opts.EnvVars
-		if opts.SleepAfter != 0 {
+		if opts.SleepAfter != 0 || opts.SleepAfterSet {
 			req.SleepAfter = opts.SleepAfter.String()
 		}
 		req.KeepAlive = opts.KeepAlive

@@ -42,8 +42,10 @@ type ArchiveRequest struct {
 
 // handleBackupArchive: POST /api/backup/archive {dir, excludes?, gitignore?} → 200 with an
 // uncompressed tar of dir (application/x-tar, streamed), trailers ArchiveStatsTrailer or
-// ArchiveErrorTrailer, and WarningHeader lines. Errors before the reply: INVALID_PATH (not
-// absolute), FILE_NOT_FOUND, NOT_DIRECTORY, VALIDATION_FAILED (bad pattern).
+// ArchiveErrorTrailer, and WarningHeader lines. dir's symlinks are resolved first and the
+// result must be under archive.AllowedRoots. Errors before the reply: INVALID_PATH (not
+// absolute), INVALID_BACKUP_CONFIG (resolves outside the allowed roots), FILE_NOT_FOUND,
+// NOT_DIRECTORY, VALIDATION_FAILED (bad pattern).
 func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) error {
 	var req ArchiveRequest
 	if err := decode(w, r, &req); err != nil {
@@ -54,6 +56,9 @@ func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) err
 		return err
 	}
 	if err := archive.ValidatePatterns(req.Excludes); err != nil {
+		return err
+	}
+	if dir, err = archive.ResolveDir(dir, archive.AllowedRoots); err != nil {
 		return err
 	}
 	if err := checkDir(dir); err != nil {
@@ -95,14 +100,26 @@ type ExtractReply struct {
 }
 
 // handleBackupExtract: POST /api/backup/extract?dir=D with a tar body → {success, dir, files,
-// dirs, symlinks, hardLinks, bytes, timestamp}. D's content is replaced by the archive's, all
-// or nothing (archive.Extract). Errors: INVALID_PATH, VALIDATION_FAILED (unsafe entry, bad
-// archive), NOT_DIRECTORY, NO_SPACE and other file codes.
+// dirs, symlinks, hardLinks, bytes, timestamp}. D's symlinks are resolved first and the result
+// must be under archive.AllowedRoots; the resolved directory's content is replaced by the
+// archive's, all or nothing (archive.Extract); reply.dir is the resolved path. Errors:
+// INVALID_PATH, INVALID_BACKUP_CONFIG (resolves outside the allowed roots, or a mount point
+// below it), VALIDATION_FAILED (unsafe entry, bad archive), NOT_DIRECTORY, NO_SPACE and other
+// file codes.
 func (s *Server) handleBackupExtract(w http.ResponseWriter, r *http.Request) error {
 	dir, err := absDir(r.URL.Query().Get("dir"))
 	if err != nil {
 		return err
 	}
+	if dir, err = archive.ResolveDir(dir, archive.AllowedRoots); err != nil {
+		return err
+	}
+	// A cancelled request (hutchd gone, the agent shutting down) must not leave Extract blocked
+	// reading a stalled body: the read deadline ends the read, Extract removes its work
+	// directory and returns.
+	rc := http.NewResponseController(w)
+	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetReadDeadline(time.Now()) })
+	defer stop()
 	st, err := archive.Extract(r.Context(), r.Body, dir)
 	if err != nil {
 		return err

@@ -156,11 +156,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// Serve serves on ln until ctx ends, then saves the sessions (Config.SessionFile), terminates
-// the background processes (SIGTERM, 3 s, SIGKILL; their final records are saved), kills every
-// running command and shuts down. It returns nil after a shutdown caused by ctx.
+// Serve serves on ln until ctx ends, then saves the sessions (Config.SessionFile), cancels the
+// contexts of the requests in flight (a backup extraction then removes its work directory),
+// terminates the background processes (SIGTERM, 3 s, SIGKILL; their final records are saved),
+// kills every running command and shuts down. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	// Requests see their context cancelled when the shutdown begins, so that handlers clean up
+	// (a backup extraction removes its work directory) before srv.Shutdown's wait ends.
+	reqCtx, cancelReqs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelReqs()
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
@@ -174,6 +180,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	} else if n > 0 {
 		s.log.Info("sessions saved", "count", n)
 	}
+	cancelReqs()
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

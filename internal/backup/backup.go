@@ -42,6 +42,9 @@ import (
 const (
 	// DefaultTTL is how long a backup is kept when the request gives no ttl (3 days).
 	DefaultTTL = 72 * time.Hour
+	// MinTTL and MaxTTL bound a request's ttl (1 s … 10 years of 365 days).
+	MinTTL = time.Second
+	MaxTTL = 10 * 365 * 24 * time.Hour
 	// MaxNameLen is the longest backup name, in characters.
 	MaxNameLen = 256
 	// DefaultOrphanAge is Config.OrphanAge's default.
@@ -50,8 +53,9 @@ const (
 	Format = "tar+zstd"
 )
 
-// AllowedRoots are the directories a backup may be taken of or restored into (or below).
-var AllowedRoots = []string{"/workspace", "/home", "/tmp", "/var/tmp", "/app"}
+// AllowedRoots are the directories a backup may be taken of or restored into (or below). The
+// agent checks them again after resolving symlinks in the sandbox (archive.ResolveDir).
+var AllowedRoots = archive.AllowedRoots
 
 // Agents reaches sandbox agents; *sandbox.Manager implements it. Ensure starts the sandbox if
 // needed and returns a transport to its agent (requests go to http://agent/api/...).
@@ -164,7 +168,8 @@ type CreateRequest struct {
 	Dir string `json:"dir"`
 	// Name is an optional label: at most 256 characters, no control characters.
 	Name string `json:"name,omitempty"`
-	// TTL is how long the backup is kept, in seconds (> 0); nil means DefaultTTL.
+	// TTL is how long the backup is kept, in seconds (MinTTL … MaxTTL, fractions allowed); nil
+	// means DefaultTTL.
 	TTL *float64 `json:"ttl,omitempty"`
 	// Excludes are glob patterns of entries to leave out (syntax: package archive).
 	Excludes []string `json:"excludes,omitempty"`
@@ -224,8 +229,11 @@ func validateCreate(req CreateRequest) (string, time.Duration, error) {
 	ttl := DefaultTTL
 	if req.TTL != nil {
 		secs := *req.TTL
-		if !(secs > 0) || secs > 1e11 {
-			return "", 0, invalid("ttl must be a number of seconds greater than 0, got %v", secs).With("ttl", secs)
+		// The comparison is false for NaN, so NaN is refused too; within the bounds the
+		// conversion to nanoseconds cannot overflow.
+		if !(secs >= MinTTL.Seconds() && secs <= MaxTTL.Seconds()) {
+			return "", 0, invalid("ttl must be a number of seconds from %v to %v (10 years), got %v",
+				MinTTL.Seconds(), MaxTTL.Seconds(), secs).With("ttl", secs)
 		}
 		ttl = time.Duration(secs * float64(time.Second))
 	}

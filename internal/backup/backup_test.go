@@ -234,6 +234,10 @@ func TestValidation(t *testing.T) {
 		{"nul", CreateRequest{Dir: "/tmp/a\x00b"}, errdefs.CodeInvalidBackupConfig},
 		{"ttl 0", CreateRequest{Dir: dir, TTL: ttl(0)}, errdefs.CodeInvalidBackupConfig},
 		{"ttl negative", CreateRequest{Dir: dir, TTL: ttl(-5)}, errdefs.CodeInvalidBackupConfig},
+		{"ttl below 1 s", CreateRequest{Dir: dir, TTL: ttl(0.5)}, errdefs.CodeInvalidBackupConfig},
+		{"ttl 1e10", CreateRequest{Dir: dir, TTL: ttl(1e10)}, errdefs.CodeInvalidBackupConfig},
+		{"ttl above 10 years", CreateRequest{Dir: dir, TTL: ttl(MaxTTL.Seconds() + 1)}, errdefs.CodeInvalidBackupConfig},
+		{"ttl 1e300", CreateRequest{Dir: dir, TTL: ttl(1e300)}, errdefs.CodeInvalidBackupConfig},
 		{"long name", CreateRequest{Dir: dir, Name: strings.Repeat("n", 257)}, errdefs.CodeInvalidBackupConfig},
 		{"control char", CreateRequest{Dir: dir, Name: "a\nb"}, errdefs.CodeInvalidBackupConfig},
 		{"bad exclude", CreateRequest{Dir: dir, Excludes: []string{"[x"}}, errdefs.CodeInvalidBackupConfig},
@@ -254,14 +258,24 @@ func TestValidation(t *testing.T) {
 			t.Errorf("Restore(%q) = %v; want BACKUP_NOT_FOUND", id, err)
 		}
 	}
-	b, err := f.svc.Create(ctx, "a", CreateRequest{Dir: dir, TTL: ttl(0.5)})
+	long, err := f.svc.Create(ctx, "a", CreateRequest{Dir: dir, TTL: ttl(MaxTTL.Seconds())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := long.ExpiresAt.Sub(long.CreatedAt); got != MaxTTL {
+		t.Errorf("ttl of 10 years: expiresAt-createdAt = %v (expiresAt %v)", got, long.ExpiresAt)
+	}
+	if err := f.svc.Delete(ctx, long.ID); err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.svc.Create(ctx, "a", CreateRequest{Dir: dir, TTL: ttl(1)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.svc.Restore(ctx, "a", b.ID, "/etc"); errdefs.CodeOf(err) != errdefs.CodeInvalidBackupConfig {
 		t.Errorf("restore into /etc: %v", err)
 	}
-	time.Sleep(time.Second)
+	time.Sleep(1500 * time.Millisecond)
 	if _, err := f.svc.Restore(ctx, "a", b.ID, ""); errdefs.CodeOf(err) != errdefs.CodeBackupExpired {
 		t.Errorf("expired: %v; want BACKUP_EXPIRED", err)
 	}

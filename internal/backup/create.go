@@ -29,7 +29,8 @@ const cleanupTimeout = 30 * time.Second
 // returns the new backup's record. The archive streams from the agent through the zstd
 // encoder into the blob store; no temporary file is written.
 //
-// Errors: INVALID_BACKUP_CONFIG (dir, name, ttl, excludes), SANDBOX_NOT_FOUND and the other
+// Errors: INVALID_BACKUP_CONFIG (dir, also when the agent finds it resolves outside
+// AllowedRoots through a symlink; name; ttl outside MinTTL…MaxTTL; excludes), SANDBOX_NOT_FOUND and the other
 // errors of starting a sandbox, FILE_NOT_FOUND or NOT_DIRECTORY (dir), AGENT_UNAVAILABLE,
 // BACKUP_CREATE_FAILED (the archive stream or the blob store failed; context.cause is the
 // underlying code), ctx's error wrapped. On any error nothing of the backup is left but

@@ -22,7 +22,9 @@ import (
 // set to the directory restored into.
 //
 // Errors: BACKUP_NOT_FOUND, BACKUP_EXPIRED (context {id, expiresAt}), INVALID_BACKUP_CONFIG
-// (dir), SANDBOX_NOT_FOUND and the other errors of starting a sandbox, NO_SPACE and the other
+// (dir; from the agent: dir resolves outside AllowedRoots through a symlink, or has a mount
+// point below it), FILE_EXISTS (something was created in dir during the swap; dir is as it
+// was), SANDBOX_NOT_FOUND and the other errors of starting a sandbox, NO_SPACE and the other
 // file codes of the extraction (NOT_DIRECTORY when dir is a file), AGENT_UNAVAILABLE,
 // BACKUP_RESTORE_FAILED (the stored archive or the blob store failed; context.cause), ctx's
 // error wrapped.

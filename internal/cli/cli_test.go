@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sse"
@@ -34,6 +35,12 @@ func (f *fakeHutchd) handler() http.Handler {
 		if body["id"] == "bad" {
 			envelope(w, errdefs.New(errdefs.CodeSandboxStartFailed, "sandbox bad failed to start"))
 			return
+		}
+		if v, ok := body["sleepAfter"]; ok { // hutchd's rule: a duration of at least 1s
+			if d, err := time.ParseDuration(fmt.Sprint(v)); err != nil || d < time.Second {
+				envelope(w, errdefs.Newf(errdefs.CodeInvalidArgument, "sleepAfter %v: must be at least 1s", v))
+				return
+			}
 		}
 		status := http.StatusOK
 		if body["id"] == "fresh" {
@@ -295,6 +302,13 @@ func TestSandboxCommands(t *testing.T) {
 	}
 	if r = run(t, url, "", "create", "old", "--image", "py"); r.code != 0 || !strings.Contains(r.stdout, "already exists") {
 		t.Errorf("create old = %+v", r)
+	}
+	// A given --sleep-after is sent as given: 0 reaches hutchd, which refuses it.
+	if r = run(t, url, "", "create", "fresh", "--sleep-after", "0"); r.code != ExitError || !strings.Contains(r.stderr, "(VALIDATION_FAILED)") {
+		t.Errorf("create --sleep-after 0 = %+v; want VALIDATION_FAILED", r)
+	}
+	if r = run(t, url, "", "create", "fresh", "--sleep-after", "30s"); r.code != 0 || r.stdout != "fresh created\n" {
+		t.Errorf("create --sleep-after 30s = %+v", r)
 	}
 	if r = run(t, url, "", "destroy", "alpha"); r.code != 0 || r.stdout != "alpha destroyed\n" {
 		t.Errorf("destroy = %+v", r)

@@ -41,6 +41,9 @@ last two later).`,
 			sb, err := c.Sandbox(cmd.Context(), args[0], &client.SandboxOptions{
 				Image: image, InstanceType: instanceType, EnvVars: envVars,
 				SleepAfter: sleepAfter, KeepAlive: keepAlive, Snapshot: snapshot,
+				// A given --sleep-after is sent as given: the server's validation error for
+				// 0 (or anything under 1s) reaches the user instead of the default applying.
+				SleepAfterSet: cmd.Flags().Changed("sleep-after"),
 			})
 			if err != nil {
 				return err

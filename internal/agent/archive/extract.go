@@ -21,31 +21,30 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/files"
 )
 
-// Names of the work directories Extract makes next to its target (in the target's parent, or
-// inside the target when it is a mount point). Leftovers of a killed agent are removed by the
-// next Extract into the same target.
-const (
-	tmpPrefix = ".hutch-restore-"
-	oldSuffix = ".old"
-)
-
 // targetLocks serialises extractions into one target directory.
 var targetLocks sync.Map // dir → *sync.Mutex
 
 // Extract reads a tar archive from r and makes dir hold exactly its content, replacing what
-// dir held. dir must be absolute; its parents are created (0755) if missing.
+// dir held. dir must be absolute and clean; its parents are created (0755) if missing. Callers
+// resolve symlinks first (ResolveDir): Extract works on the path as given.
 //
-// The archive is extracted into a new directory next to dir first; only when all of it is
-// there is it swapped in: dir is renamed away, the new directory renamed to dir, and the old
-// content removed. Where a directory cannot be renamed (EXDEV: an overlayfs directory that
-// comes from the image; EBUSY: a mount point) the swap moves dir's entries out and the new
-// ones in instead, keeping dir itself. So a failure (an unsafe entry, a truncated or corrupt
-// archive, a full disk, a cancelled ctx) leaves dir as it was, and no work directory behind.
+// The archive is extracted into a work directory next to dir first (see swap.go: in dir's
+// parent, or inside dir when dir is a mount point); only when all of it is there is it swapped
+// in: dir is renamed away, the new tree renamed to dir, and the old content removed. Where dir
+// cannot be renamed (EXDEV: an overlayfs directory that comes from the image; EBUSY: a mount
+// point) the swap moves dir's entries out and the new ones in instead, keeping dir itself. A
+// failure at any point (an unsafe entry, a truncated or corrupt archive, a full disk, a
+// cancelled ctx, an entry created in dir meanwhile) leaves dir as it was: what was moved is
+// moved back, and the work directory is removed. Should moving the old content back fail too,
+// the work directory is kept and its path is in the error's context ("kept"); it is never
+// removed automatically.
 //
 // Owners are restored when the process runs as root. Errors: VALIDATION_FAILED for an unsafe
 // entry (context {entry}, see the package doc) or a stream that is not a complete tar archive;
+// INVALID_BACKUP_CONFIG (context {dir, mountPoint}) when a mount point is below dir;
 // NOT_DIRECTORY when dir exists and is not a directory; file codes with context.path (NO_SPACE
-// for ENOSPC and EDQUOT); ctx's error wrapped.
+// for ENOSPC and EDQUOT, FILE_EXISTS for an entry created in dir during the swap); ctx's error
+// wrapped.
 func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 	var st Stats
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || dir == "/" {
@@ -55,6 +54,9 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
 
+	if err := checkNoMounts(dir); err != nil {
+		return st, err
+	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return st, files.MapError(err, parent)
@@ -72,18 +74,17 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 	}
 	base := filepath.Base(dir)
 	removeStale(workDir, base)
-	tmp, err := os.MkdirTemp(workDir, tmpPrefix+base+"-")
+	w, err := newWork(workDir, base)
 	if err != nil {
 		return st, files.MapError(err, dir)
 	}
-	x := &extractor{ctx: ctx, tmp: tmp, dir: dir, buf: make([]byte, bufSize), symlinks: map[string]bool{},
+	x := &extractor{ctx: ctx, tmp: w.newTree(), dir: dir, buf: make([]byte, bufSize), symlinks: map[string]bool{},
 		root: dirAttr{rel: ".", mode: 0o755, uid: -1, gid: -1}, chown: os.Geteuid() == 0, st: &st}
 	if err := x.run(r); err != nil {
-		os.RemoveAll(tmp)
+		os.RemoveAll(w.path) // holds only what was extracted
 		return st, err
 	}
-	if err := swap(dir, tmp, workDir == dir, x.root, x.chown); err != nil {
-		os.RemoveAll(tmp)
+	if err := w.swap(dir, workDir == dir, x.root, x.chown); err != nil {
 		return st, err
 	}
 	return st, nil
@@ -96,14 +97,6 @@ func mountPoint(dir, parent string) bool {
 		return false
 	}
 	return a.Dev != b.Dev
-}
-
-// removeStale removes work directories an interrupted Extract into base left in workDir.
-func removeStale(workDir, base string) {
-	old, _ := filepath.Glob(filepath.Join(workDir, tmpPrefix+base+"-*"))
-	for _, p := range old {
-		os.RemoveAll(p)
-	}
 }
 
 // dirAttr is what is applied to a directory once everything below it exists.
@@ -362,72 +355,4 @@ func (x *extractor) fsError(err error, rel string) error {
 		return fmt.Errorf("extract: %w", cerr)
 	}
 	return files.MapError(err, rel2abs(x.dir, rel))
-}
-
-// swap makes dir hold the tree in tmp (see Extract). inside: tmp is inside dir (dir is a mount
-// point). root are the attributes of the archive's top entry, applied to dir.
-func swap(dir, tmp string, inside bool, root dirAttr, chown bool) error {
-	x := &extractor{ctx: context.Background(), dir: dir, chown: chown}
-	if !inside {
-		if err := x.apply(tmp, root); err != nil {
-			return err
-		}
-		old := tmp + oldSuffix
-		err := os.Rename(dir, old)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			if err := os.Rename(tmp, dir); err != nil {
-				return files.MapError(err, dir)
-			}
-			return nil
-		case err == nil:
-			if err := os.Rename(tmp, dir); err != nil {
-				if rerr := os.Rename(old, dir); rerr != nil {
-					return fmt.Errorf("extract: put back %s after a failed swap (%v): %w", dir, err, rerr)
-				}
-				return files.MapError(err, dir)
-			}
-			return files.MapError(os.RemoveAll(old), old)
-		case !errors.Is(err, syscall.EXDEV) && !errors.Is(err, syscall.EBUSY):
-			return files.MapError(err, dir)
-		}
-	}
-	// dir itself stays: move its entries out, then the new ones in.
-	old := tmp + oldSuffix
-	if err := os.Mkdir(old, 0o700); err != nil {
-		return files.MapError(err, dir)
-	}
-	defer os.RemoveAll(old)
-	names, err := readNames(dir)
-	if err != nil {
-		return files.MapError(err, dir)
-	}
-	for _, n := range names {
-		p := filepath.Join(dir, n)
-		if p == tmp || p == old {
-			continue
-		}
-		if err := os.Rename(p, filepath.Join(old, n)); err != nil {
-			if !errors.Is(err, syscall.EXDEV) {
-				return files.MapError(err, p)
-			}
-			// A directory from an overlay's lower layer cannot be renamed: remove it.
-			if err := os.RemoveAll(p); err != nil {
-				return files.MapError(err, p)
-			}
-		}
-	}
-	names, err = readNames(tmp)
-	if err != nil {
-		return files.MapError(err, dir)
-	}
-	for _, n := range names {
-		if err := os.Rename(filepath.Join(tmp, n), filepath.Join(dir, n)); err != nil {
-			return files.MapError(err, filepath.Join(dir, n))
-		}
-	}
-	if err := os.Remove(tmp); err != nil {
-		return files.MapError(err, tmp)
-	}
-	return x.apply(dir, root)
 }

@@ -33,7 +33,8 @@ type BackgroundRequest struct {
 type Background struct {
 	sh      *shell
 	cwd     string
-	shimmed bool // sh.pid is the shim, not bash
+	warning string // written to stderr first ("" for none): the session cwd was gone
+	shimmed bool   // sh.pid is the shim, not bash
 	log     *slog.Logger
 
 	done     chan struct{} // closed once the root is reaped and its output drained
@@ -52,8 +53,10 @@ type Background struct {
 // (plus req's overrides), with stdin /dev/null, under the Manager's shim in its own process
 // group and marked with MarkerEnv, like Exec. Unlike Exec it does not take the session's lock
 // (a foreground command of the session may run at the same time) and the session's state is
-// never changed by it. A cwd that does not exist makes the command exit 1 with a message on
-// stderr, as Exec does.
+// never changed by it, except that a session cwd that no longer exists is replaced by the
+// workdir as in Exec (the command runs there, its stderr starts with a warning line). A
+// per-command cwd that does not exist makes the command exit 1 with a message on stderr, as
+// Exec does.
 //
 // output receives the command's stdout (stderr false) and stderr chunks, at most ChunkSize
 // bytes each, from a single goroutine, until the command has exited and its pipes are drained
@@ -82,8 +85,11 @@ func (m *Manager) StartBackground(sessionID string, req BackgroundRequest, outpu
 	}
 	env, cwd := s.env, s.cwd // env is replaced, never changed in place
 	s.mu.Unlock()
+	var warning string
 	if req.Cwd != "" {
 		cwd = m.resolve(cwd, req.Cwd)
+	} else {
+		cwd, warning = m.sessionCwd(s, cwd) // a session cwd that is gone: the workdir, warned
 	}
 	if len(req.Env) > 0 {
 		env = maps.Clone(env)
@@ -110,7 +116,7 @@ func (m *Manager) StartBackground(sessionID string, req BackgroundRequest, outpu
 		sh.discard()
 		return nil, errdefs.Wrap(errdefs.CodeStreamStartError, err, "eventfd")
 	}
-	b := &Background{sh: sh, cwd: cwd, shimmed: len(m.shim) > 0, log: m.log, done: make(chan struct{})}
+	b := &Background{sh: sh, cwd: cwd, warning: warning, shimmed: len(m.shim) > 0, log: m.log, done: make(chan struct{})}
 	go b.run(script, wake, output)
 	return b, nil
 }
@@ -146,6 +152,9 @@ func (b *Background) run(script []byte, wake int, output func(stderr bool, p []b
 		var one = [8]byte{1}
 		_, _ = unix.Write(wake, one[:])
 	}()
+	if b.warning != "" {
+		output(true, []byte(b.warning))
+	}
 	pump(sh.outR, sh.errR, wake, ended, output)
 	<-poked
 	_ = sh.script.Close()

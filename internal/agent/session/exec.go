@@ -58,6 +58,11 @@ type Result struct {
 
 // Exec runs req in session sessionID (empty = default, unknown = created) and waits for it.
 // It holds the session's lock for the whole run, so commands of one session never overlap.
+// Without req.Cwd the command runs in the session's cwd; when that directory no longer exists
+// the command runs in the workdir ("/" when that is gone too), which becomes the session's
+// cwd, and its stderr starts with "hutch: session cwd X no longer exists; running in Y". A
+// req.Cwd that does not exist makes the command exit 1 with "hutch: cd: X: No such file or
+// directory" on stderr.
 //
 // Errors: INVALID_COMMAND (empty command), VALIDATION_FAILED (bad session ID),
 // COMMAND_TIMEOUT (context: timeoutMs), SESSION_NOT_FOUND (session deleted meanwhile),
@@ -99,6 +104,13 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req Request, out O
 	cmdCwd := ""
 	if req.Cwd != "" {
 		cmdCwd = m.resolve(oldCwd, req.Cwd)
+	} else {
+		// A session cwd that is gone falls back to the workdir, with a warning; an explicit
+		// per-command cwd that does not exist fails below like `cd`.
+		var warning string
+		if oldCwd, warning = m.sessionCwd(s, oldCwd); warning != "" {
+			out = &warnOutput{Output: out, warning: []byte(warning)}
+		}
 	}
 	cwd := oldCwd
 	if cmdCwd != "" {
@@ -164,6 +176,19 @@ func (m *Manager) Exec(ctx context.Context, sessionID string, req Request, out O
 		s.mu.Unlock()
 	}
 	return res, nil
+}
+
+// warnOutput writes a warning line to stderr right after the command started.
+type warnOutput struct {
+	Output
+	warning []byte
+}
+
+func (w *warnOutput) Start(pid int) error {
+	if err := w.Output.Start(pid); err != nil {
+		return err
+	}
+	return w.Output.Stderr(w.warning)
 }
 
 func newExecID() string {

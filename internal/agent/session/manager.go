@@ -337,6 +337,28 @@ func envList(env map[string]string) []string {
 }
 
 // dirExists reports whether p is an existing directory.
+// sessionCwd returns the directory a command of s that has no per-command cwd runs in: cwd (the
+// session's saved cwd, read under s.mu), or, when that directory no longer exists (a tmpfs
+// wiped by a sleep, a directory removed by another session), the workdir (or "/" when that is
+// gone too), which then becomes s's cwd. warning is the line for the command's stderr in that
+// case, "" otherwise.
+func (m *Manager) sessionCwd(s *Session, cwd string) (dir, warning string) {
+	if dirExists(cwd) {
+		return cwd, ""
+	}
+	dir = m.workdir
+	if !dirExists(dir) {
+		dir = "/"
+	}
+	s.mu.Lock()
+	if s.cwd == cwd {
+		s.cwd = dir
+	}
+	s.mu.Unlock()
+	m.log.Info("session cwd no longer exists", "session", s.id, "cwd", cwd, "now", dir)
+	return dir, "hutch: session cwd " + cwd + " no longer exists; running in " + dir + "\n"
+}
+
 func dirExists(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.IsDir()

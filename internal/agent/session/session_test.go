@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,5 +156,91 @@ func TestValidateID(t *testing.T) {
 		if err := ValidateID(id); ok != (err == nil) {
 			t.Errorf("ValidateID(%q) = %v; want ok=%v", id, err, ok)
 		}
+	}
+}
+
+// A session whose cwd disappeared runs its next commands in the workdir (with one warning),
+// foreground and background; an explicit per-command cwd that is missing still fails.
+func TestSessionCwdGone(t *testing.T) {
+	m := newManager(t)
+	ctx := context.Background()
+	gone := filepath.Join(t.TempDir(), "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(req Request) (Result, *recorder) {
+		t.Helper()
+		rec := newRecorder()
+		res, err := m.Exec(ctx, "s", req, rec)
+		if err != nil {
+			t.Fatalf("Exec(%q) = %v", req.Command, err)
+		}
+		return res, rec
+	}
+	if res, _ := exec(Request{Command: "cd " + gone}); res.ExitCode != 0 {
+		t.Fatalf("cd: exit %d", res.ExitCode)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	// An explicit cwd that does not exist: exit 1, the session cwd is not touched.
+	res, rec := exec(Request{Command: "pwd", Cwd: filepath.Join(gone, "x")})
+	if res.ExitCode != 1 || !strings.Contains(string(rec.stderr), "No such file or directory") {
+		t.Fatalf("missing per-command cwd: exit %d, stderr %q", res.ExitCode, rec.stderr)
+	}
+	if cwd, _ := m.Cwd("s"); cwd != gone {
+		t.Fatalf("session cwd after a failed per-command cwd = %q; want %q", cwd, gone)
+	}
+	// The session's cwd is gone: the workdir, one warning, and the session moves there.
+	res, rec = exec(Request{Command: "pwd"})
+	want := "hutch: session cwd " + gone + " no longer exists; running in " + m.Workdir() + "\n"
+	if res.ExitCode != 0 || string(rec.stdout) != m.Workdir()+"\n" || string(rec.stderr) != want {
+		t.Fatalf("session cwd gone: exit %d, stdout %q, stderr %q; want %q", res.ExitCode, rec.stdout, rec.stderr, want)
+	}
+	if cwd, _ := m.Cwd("s"); cwd != m.Workdir() {
+		t.Fatalf("session cwd = %q; want the workdir", cwd)
+	}
+	res, rec = exec(Request{Command: "pwd"})
+	if res.ExitCode != 0 || string(rec.stdout) != m.Workdir()+"\n" || len(rec.stderr) != 0 {
+		t.Fatalf("next command: exit %d, stdout %q, stderr %q", res.ExitCode, rec.stdout, rec.stderr)
+	}
+
+	// Background starts that inherit the session cwd do the same.
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := exec(Request{Command: "cd " + gone}); res.ExitCode != 0 {
+		t.Fatalf("cd: exit %d", res.ExitCode)
+	}
+	if err := os.Remove(gone); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var stdout, stderr []byte
+	b, err := m.StartBackground("s", BackgroundRequest{Command: "pwd"}, func(isErr bool, p []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if isErr {
+			stderr = append(stderr, p...)
+		} else {
+			stdout = append(stdout, p...)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("background command did not end")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want = "hutch: session cwd " + gone + " no longer exists; running in " + m.Workdir() + "\n"
+	if b.exitCode != 0 || string(stdout) != m.Workdir()+"\n" || string(stderr) != want || b.Cwd() != m.Workdir() {
+		t.Fatalf("background: exit %d, stdout %q, stderr %q, cwd %q", b.exitCode, stdout, stderr, b.Cwd())
+	}
+	if cwd, _ := m.Cwd("s"); cwd != m.Workdir() {
+		t.Fatalf("session cwd after the background start = %q; want the workdir", cwd)
 	}
 }
