@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin
 
-.PHONY: help build test bench demo clean
+.PHONY: help build test bench bench-headline demo clean
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,6 +20,9 @@ test: ## run the whole test suite (as root)
 
 bench: ## measure create→first exec and exec round trip against raw runc (as root)
 	$(GO) run ./test/bench
+
+bench-headline: ## lifecycle headline on real input: npm ci, backup, restore, snapshot, fork 4 (as root; minutes)
+	$(GO) run ./test/bench -headline
 
 demo: ## the README's first command
 	bash scripts/demo.sh

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/gitserve"
 )
 
 //go:embed all:project
@@ -57,12 +58,12 @@ func run() int {
 	}
 
 	sub, _ := fs.Sub(project, "project")
-	stop, err := serveRepo(ctx, sub, "node-demo.git", *gitAddr)
+	gitSrv, err := gitserve.Serve(ctx, sub, "node-demo.git", *gitAddr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-session: git server:", err)
 		return 2
 	}
-	defer stop()
+	defer gitSrv.Close()
 	step("git server: http://%s/node-demo.git (sandbox sees http://%s/node-demo.git)", *gitAddr, *gitHost)
 
 	t0 := time.Now()

@@ -22,9 +22,12 @@ import (
 // endpoints, and nothing outside is touched; a symlink that stays inside is followed.
 func TestBackupSymlinkEscape(t *testing.T) {
 	a := startAgent(t)
-	// The package directory is outside every allowed root.
-	outside, err := os.MkdirTemp(".", ".escape-test-")
-	must(t, err)
+	// A directory outside every allowed root (/workspace, /home, /tmp, /var/tmp, /app): not the
+	// package directory, which a checkout under /tmp would put inside one.
+	outside, err := os.MkdirTemp("/var/lib", ".hutch-escape-test-")
+	if err != nil {
+		t.Skipf("needs a writable /var/lib (root): %v", err)
+	}
 	outside, _ = filepath.Abs(outside)
 	t.Cleanup(func() { os.RemoveAll(outside) })
 	must(t, os.MkdirAll(filepath.Join(outside, "apt"), 0o755))

@@ -22,6 +22,8 @@ const (
 	dnsPort  = "45053"
 	httpPort = "45001"
 	tlsPort  = "45002"
+	// cgroupParent is the cgroup holding the benchmark's sandboxes.
+	cgroupParent = "hutchbench"
 	// previewListen is the benchmark hutchd's preview listener.
 	previewListen = "127.0.0.1:45080"
 )
@@ -40,8 +42,8 @@ func moduleRoot() (string, error) {
 }
 
 // startDaemon starts the benchmark's hutchd with a private state dir under work and its own
-// names and ports, and waits for its API.
-func startDaemon(ctx context.Context, bins, work, imagesDir string) (*daemontest.Daemon, error) {
+// names and ports (and the further flags extra), and waits for its API.
+func startDaemon(ctx context.Context, bins, work, imagesDir string, extra ...string) (*daemontest.Daemon, error) {
 	d, err := daemontest.New(bins, filepath.Join(work, "state"), filepath.Join(work, "hutchd.log"))
 	if err != nil {
 		return nil, err
@@ -51,7 +53,7 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string) (*daemontest
 		"--if-prefix", ifPrefix,
 		"--netns-prefix", nsPrefix,
 		"--nft-table", nftTable,
-		"--cgroup-parent", "hutchbench",
+		"--cgroup-parent", cgroupParent,
 		"--subnet", subnet,
 		"--dns-port", dnsPort,
 		"--http-port", httpPort,
@@ -59,5 +61,6 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string) (*daemontest
 		"--preview-listen", previewListen,
 		"--log-level", "debug",
 	}
+	d.Args = append(d.Args, extra...)
 	return d, d.Start(ctx)
 }

@@ -19,9 +19,13 @@
 // or /var/lib/hutch/images; the default image is built there if missing, which takes minutes),
 // and removes everything it created when it ends, also on error or Ctrl-C.
 //
+// With -headline it measures the sandbox lifecycle on real input instead (issue 4): npm ci of
+// a large dependency tree, backup, restore, snapshot and fork of 4; see headline.go.
+//
 // Usage, as root, from the repository root:
 //
 //	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
+//	go run ./test/bench -headline [-hn 3] [-type standard-1]
 package main
 
 import (
@@ -60,6 +64,8 @@ type config struct {
 	instanceType string // sandbox size, also the baselines' cgroup limits
 	imagesDir    string
 	keepWork     bool
+	headline     bool // run the lifecycle headline (issue 4) instead
+	hn           int  // iterations of the headline's cheap steps
 }
 
 func main() {
@@ -69,13 +75,19 @@ func main() {
 	flag.StringVar(&cfg.instanceType, "type", sandbox.DefaultInstanceType, "instance type of the sandboxes; the baselines get the same cgroup limits")
 	flag.StringVar(&cfg.imagesDir, "images-dir", imagesDirDefault(), "image directory shared with hutchd (env HUTCH_IMAGES_DIR)")
 	flag.BoolVar(&cfg.keepWork, "keep", false, "keep the work directory (hutchd log) after the run")
+	flag.BoolVar(&cfg.headline, "headline", false, "run the lifecycle headline instead (npm ci, backup, restore, snapshot, fork 4; see headline.go)")
+	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.Parse()
-	if cfg.n < 1 || cfg.m < 1 {
-		fmt.Fprintln(os.Stderr, "bench: -n and -m must be at least 1")
+	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
+		fmt.Fprintln(os.Stderr, "bench: -n, -m and -hn must be at least 1")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, cfg, os.Stdout)
+	runMode := run
+	if cfg.headline {
+		runMode = runHeadline
+	}
+	err := runMode(ctx, cfg, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
