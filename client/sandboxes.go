@@ -53,6 +53,13 @@ type SandboxInfo struct {
 	// its snapshot layers, newest first (see snapshots.go).
 	Snapshot string   `json:"snapshot,omitempty"`
 	Layers   []string `json:"layers,omitempty"`
+	// SnapshotOnSleep: every sleep (idle or asked) snapshots the sandbox. LastSnapshot is the
+	// ID of the last such snapshot (usable as SandboxOptions.Snapshot, also on another host
+	// sharing the blob store); LastSnapshotError is why the last attempt failed, "" once one
+	// succeeds (a failed snapshot does not keep the sandbox from sleeping).
+	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
+	LastSnapshot      string `json:"lastSnapshot,omitempty"`
+	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
 }
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call
@@ -76,6 +83,8 @@ type SandboxOptions struct {
 	SleepAfterSet bool
 	// KeepAlive: the sandbox never sleeps when idle.
 	KeepAlive bool
+	// SnapshotOnSleep: every sleep snapshots the sandbox (SandboxInfo.LastSnapshot).
+	SnapshotOnSleep bool
 	// Snapshot ("sha256-…", from Sandbox.Snapshot) creates the sandbox from a snapshot: its
 	// disk is the snapshot's, its image the snapshot's (Image must be empty), and the options
 	// left empty here take the snapshot's configuration.
@@ -105,6 +114,8 @@ type createSandboxRequest struct {
 	SleepAfter   string            `json:"sleepAfter,omitempty"`
 	KeepAlive    bool              `json:"keepAlive,omitempty"`
 	Snapshot     string            `json:"snapshot,omitempty"`
+	// SnapshotOnSleep: see SandboxOptions.
+	SnapshotOnSleep bool `json:"snapshotOnSleep,omitempty"`
 }
 
 // Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
@@ -126,6 +137,7 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 		}
 		req.KeepAlive = opts.KeepAlive
 		req.Snapshot = opts.Snapshot
+		req.SnapshotOnSleep = opts.SnapshotOnSleep
 	}
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req})
 	if err != nil {

@@ -29,14 +29,18 @@ type SandboxUpdate struct {
 	SleepAfter *time.Duration
 	// KeepAlive: the sandbox never sleeps when idle.
 	KeepAlive *bool
+	// SnapshotOnSleep: every sleep snapshots the sandbox (SandboxInfo.LastSnapshot).
+	SnapshotOnSleep *bool
 }
 
 type updateSandboxRequest struct {
 	SleepAfter string `json:"sleepAfter,omitempty"`
 	KeepAlive  *bool  `json:"keepAlive,omitempty"`
+	// SnapshotOnSleep: see SandboxUpdate.
+	SnapshotOnSleep *bool `json:"snapshotOnSleep,omitempty"`
 }
 
-// Update changes the sandbox's sleep settings (PATCH /v1/sandboxes/{id}) and returns its
+// Update changes the sandbox's sleep settings (and snapshotOnSleep) (PATCH /v1/sandboxes/{id}) and returns its
 // record. It does not wake a sleeping sandbox; on a running one the idle timer starts again
 // from now (so switching KeepAlive off gives it a full SleepAfter). Errors: VALIDATION_FAILED
 // (ErrInvalidArgument) for a SleepAfter under 1 s, SANDBOX_NOT_FOUND (ErrNotFound).
@@ -49,6 +53,7 @@ func (s *Sandbox) Update(ctx context.Context, u SandboxUpdate) (*SandboxInfo, er
 		req.SleepAfter = u.SleepAfter.String() // "0s" or negative: refused by the server
 	}
 	req.KeepAlive = u.KeepAlive
+	req.SnapshotOnSleep = u.SnapshotOnSleep
 	var info SandboxInfo
 	err := s.c.call(ctx, request{method: http.MethodPatch, path: sandboxPath(s.sandboxID, ""), json: req}, &info)
 	if err != nil {

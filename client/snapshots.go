@@ -135,6 +135,17 @@ func (c *Client) GetSnapshot(ctx context.Context, id string) (*SnapshotInfo, err
 	return &snap, nil
 }
 
+// DeleteSnapshot deletes snapshot id (DELETE /v1/snapshots/{id}); then the server deletes
+// every layer blob that no remaining snapshot lists and no sandbox's disk is built on.
+// Sandboxes created from the snapshot keep working. Errors: SNAPSHOT_NOT_FOUND (ErrNotFound),
+// VALIDATION_FAILED (ErrInvalidArgument) for an ID that is not "sha256-<hex>".
+func (c *Client) DeleteSnapshot(ctx context.Context, id string) error {
+	if err := c.call(ctx, request{method: http.MethodDelete, path: "/v1/snapshots/" + url.PathEscape(id)}, nil); err != nil {
+		return fmt.Errorf("delete snapshot %s: %w", id, err)
+	}
+	return nil
+}
+
 // ListSnapshots lists the snapshots in the server's blob store, oldest first; sandboxID
 // non-empty keeps those taken of that sandbox (GET /v1/snapshots?sandbox=).
 func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]SnapshotInfo, error) {

@@ -21,13 +21,13 @@ func (a *app) createCommand() *cobra.Command {
 	var image, instanceType, snapshot string
 	var env []string
 	var sleepAfter time.Duration
-	var keepAlive bool
+	var keepAlive, snapshotOnSleep bool
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Get or create a sandbox and start it",
 		Long: `Create sandbox NAME and start it, or start it if it exists. --image, --instance-type, --env,
---sleep-after and --keep-alive apply only when the sandbox is created ('hutch set' changes the
-last two later).`,
+--sleep-after, --keep-alive and --snapshot-on-sleep apply only when the sandbox is created
+('hutch set' changes the last three later).`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			envVars, err := parseEnv(env)
@@ -40,7 +40,7 @@ last two later).`,
 			}
 			sb, err := c.Sandbox(cmd.Context(), args[0], &client.SandboxOptions{
 				Image: image, InstanceType: instanceType, EnvVars: envVars,
-				SleepAfter: sleepAfter, KeepAlive: keepAlive, Snapshot: snapshot,
+				SleepAfter: sleepAfter, KeepAlive: keepAlive, Snapshot: snapshot, SnapshotOnSleep: snapshotOnSleep,
 				// A given --sleep-after is sent as given: the server's validation error for
 				// 0 (or anything under 1s) reaches the user instead of the default applying.
 				SleepAfterSet: cmd.Flags().Changed("sleep-after"),
@@ -62,6 +62,7 @@ last two later).`,
 	fl.StringArrayVarP(&env, "env", "e", nil, "environment variable K=V of the sandbox (repeatable)")
 	fl.DurationVar(&sleepAfter, "sleep-after", 0, "idle time before the sandbox sleeps, at least 1s (default 10m)")
 	fl.BoolVar(&keepAlive, "keep-alive", false, "never sleep when idle")
+	fl.BoolVar(&snapshotOnSleep, "snapshot-on-sleep", false, "snapshot the sandbox every time it sleeps ('hutch status' shows the last one)")
 	fl.StringVar(&snapshot, "snapshot", "", "create from this snapshot (sha256-…, from 'hutch snapshot'): its disk, image and settings")
 	return cmd
 }
@@ -208,6 +209,15 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 	}
 	if s.LastError != "" {
 		fmt.Fprintf(tw, "Last error:\t%s\n", s.LastError)
+	}
+	if s.SnapshotOnSleep {
+		fmt.Fprintf(tw, "Snapshot on sleep:\t%t\n", s.SnapshotOnSleep)
+	}
+	if s.LastSnapshot != "" {
+		fmt.Fprintf(tw, "Last snapshot:\t%s\n", s.LastSnapshot)
+	}
+	if s.LastSnapshotError != "" {
+		fmt.Fprintf(tw, "Last snapshot error:\t%s\n", s.LastSnapshotError)
 	}
 	if s.Address != "" {
 		fmt.Fprintf(tw, "Address:\t%s\n", s.Address)

@@ -10,9 +10,9 @@ import (
 )
 
 // snapshotCommands are `hutch snapshot NAME`, `hutch fork NAME N` and
-// `hutch restore-snapshot NAME SNAPSHOT`.
+// `hutch restore-snapshot NAME SNAPSHOT` and `hutch snapshot-delete SNAPSHOT`.
 func (a *app) snapshotCommands() []*cobra.Command {
-	return []*cobra.Command{a.snapshotCommand(), a.forkCommand(), a.restoreSnapshotCommand()}
+	return []*cobra.Command{a.snapshotCommand(), a.forkCommand(), a.restoreSnapshotCommand(), a.snapshotDeleteCommand()}
 }
 
 func (a *app) snapshotCommand() *cobra.Command {
@@ -91,6 +91,28 @@ func (a *app) restoreSnapshotCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(a.stdout, "%s %s snapshot=%s\n", info.ID, info.Status, info.Snapshot)
+			return nil
+		},
+	}
+}
+
+func (a *app) snapshotDeleteCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "snapshot-delete SNAPSHOT",
+		Short: "Delete a snapshot; layers nothing else uses are deleted from the blob store",
+		Long: `Delete snapshot SNAPSHOT (an ID printed by 'hutch snapshot'). Its layers stay while another
+snapshot lists them or a sandbox's disk is built on them; the others are deleted from the blob
+store. Sandboxes created from the snapshot keep working.`,
+		Args: exactArgs("SNAPSHOT"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			if err := c.DeleteSnapshot(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(a.stdout, "%s deleted\n", args[0])
 			return nil
 		},
 	}

@@ -123,6 +123,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot")})
+	mgr.SetSleepSnapshotter(snaps)
 	go snaps.RunGC(gcCtx, time.Hour)
 
 	ports, pv, err := newPreview(cfg, st, st, mgr, log.With("component", "preview"))

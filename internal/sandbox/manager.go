@@ -114,6 +114,9 @@ type Manager struct {
 	egress Egress
 	rootfs RootFS
 	layers LayerSource // snapshot layers (snapshot.go); nil until SetLayers
+	// sleepSnap snapshots sandboxes with snapshotOnSleep as they fall asleep (sleep.go); nil
+	// until SetSleepSnapshotter (atomic: the reaper may already run).
+	sleepSnap atomic.Pointer[SleepSnapshotter]
 
 	agentPath string   // content-addressed copy of AgentBinary under StateDir
 	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here
@@ -259,6 +262,12 @@ type Info struct {
 	// layers below the sandbox's own changes, newest first (snapshot.go).
 	Snapshot string   `json:"snapshot,omitempty"`
 	Layers   []string `json:"layers,omitempty"`
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (sleep.go); LastSnapshot is
+	// the ID of the last such snapshot and LastSnapshotError why the last attempt failed (""
+	// once one succeeds).
+	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
+	LastSnapshot      string `json:"lastSnapshot,omitempty"`
+	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {
@@ -267,6 +276,7 @@ func (m *Manager) info(rec store.Sandbox) Info {
 		InstanceType: rec.InstanceType, EnvVars: rec.EnvVars, CreatedAt: rec.CreatedAt,
 		LastError: rec.LastError, SleepAfter: FormatSleepAfter(rec.SleepAfter), KeepAlive: rec.KeepAlive,
 		Snapshot: rec.Snapshot, Layers: rec.Layers,
+		SnapshotOnSleep: rec.SnapshotOnSleep, LastSnapshot: rec.LastSnapshot, LastSnapshotError: rec.LastSnapshotError,
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt
@@ -292,6 +302,8 @@ type CreateOptions struct {
 	// else MinSleepAfter–MaxSleepAfter. KeepAlive: it never sleeps (see Update).
 	SleepAfter time.Duration
 	KeepAlive  bool
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (see SetSleepSnapshotter).
+	SnapshotOnSleep bool
 	// Layers are snapshot layers (digests, newest first) below the new sandbox's disk, from
 	// Snapshot; ImageName is the image name recorded when Image is an ID. Set by the snapshot
 	// service (internal/snapshot), never from a request directly.
@@ -342,7 +354,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 			ID: opts.ID, Image: img.ID, ImageName: name, InstanceType: it.Name,
 			Layers: opts.Layers, Snapshot: opts.Snapshot,
 			EnvVars: opts.EnvVars, Status: store.StatusCreating,
-			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive,
+			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive, SnapshotOnSleep: opts.SnapshotOnSleep,
 		})
 		if err != nil {
 			return Info{}, false, err

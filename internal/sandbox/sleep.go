@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,6 +112,8 @@ type UpdateOptions struct {
 	// SleepAfter is MinSleepAfter–MaxSleepAfter.
 	SleepAfter *time.Duration
 	KeepAlive  *bool
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (SetSleepSnapshotter).
+	SnapshotOnSleep *bool
 }
 
 // Update changes a sandbox's sleep settings and returns its info. It does not start a
@@ -141,13 +144,19 @@ func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (In
 	if err := m.store.SetSleepSettings(ctx, id, rec.SleepAfter, rec.KeepAlive); err != nil {
 		return Info{}, err
 	}
+	if opts.SnapshotOnSleep != nil {
+		if err := m.store.SetSnapshotOnSleep(ctx, id, *opts.SnapshotOnSleep); err != nil {
+			return Info{}, err
+		}
+		rec.SnapshotOnSleep = *opts.SnapshotOnSleep
+	}
 	m.mu.RLock()
 	if inst := m.instances[id]; inst != nil {
 		inst.setSleep(rec.SleepAfter, rec.KeepAlive)
 		inst.touch()
 	}
 	m.mu.RUnlock()
-	m.log.InfoContext(ctx, "sandbox sleep settings", "sandbox_id", id, "sleep_after", rec.SleepAfter, "keep_alive", rec.KeepAlive)
+	m.log.InfoContext(ctx, "sandbox sleep settings", "sandbox_id", id, "sleep_after", rec.SleepAfter, "keep_alive", rec.KeepAlive, "snapshot_on_sleep", rec.SnapshotOnSleep)
 	return m.info(rec), nil
 }
 
@@ -181,7 +190,9 @@ func (m *Manager) Sleep(ctx context.Context, id string) (Info, error) {
 	if err := m.putToSleep(ctx, rec, inst, "requested"); err != nil {
 		return Info{}, err
 	}
-	rec.Status, rec.LastError = store.StatusSleeping, ""
+	if rec, err = m.store.Get(ctx, id); err != nil {
+		return Info{}, err
+	}
 	return m.info(rec), nil
 }
 
@@ -209,7 +220,45 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox sleeping", "sandbox_id", rec.ID)
+	if rec.SnapshotOnSleep {
+		m.snapshotAsleep(ctx, rec)
+	}
 	return nil
+}
+
+// SleepSnapshotter snapshots a sandbox that has just fallen asleep; internal/snapshot's
+// Service implements it.
+type SleepSnapshotter interface {
+	// SnapshotAsleep snapshots the disk of the sleeping sandbox rec, whose upper directory
+	// (its own changes, already flushed) is upper, and returns the snapshot's ID. It is called
+	// with the sandbox's ID lock held and its container gone: nothing writes to upper
+	// meanwhile, and it must not call back into the Manager for this sandbox.
+	SnapshotAsleep(ctx context.Context, rec store.Sandbox, upper string) (string, error)
+}
+
+// SetSleepSnapshotter gives the manager what snapshots sandboxes with snapshotOnSleep when they
+// sleep; call it before serving. Without one, such sleeps record a snapshot error.
+func (m *Manager) SetSleepSnapshotter(s SleepSnapshotter) { m.sleepSnap.Store(&s) }
+
+// snapshotAsleep takes the sleep snapshot of rec's sandbox (asleep, ID lock held) and records
+// its ID, or its failure: a failed snapshot never undoes the sleep.
+func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
+	start := time.Now()
+	var id string
+	var err error = errdefs.New(errdefs.CodeUnavailable, "snapshots are not available on this host")
+	if s := m.sleepSnap.Load(); s != nil {
+		id, err = (*s).SnapshotAsleep(ctx, rec, filepath.Join(m.sandboxDir(rec.ID), "upper"))
+	}
+	if err != nil {
+		m.log.ErrorContext(ctx, "snapshot at sleep failed", "sandbox_id", rec.ID, "err", err)
+		_ = m.store.SetSleepSnapshot(ctx, rec.ID, "", err.Error())
+		return
+	}
+	if err := m.store.SetSleepSnapshot(ctx, rec.ID, id, ""); err != nil {
+		m.log.ErrorContext(ctx, "record snapshot at sleep", "sandbox_id", rec.ID, "snapshot", id, "err", err)
+		return
+	}
+	m.log.InfoContext(ctx, "snapshot at sleep", "sandbox_id", rec.ID, "snapshot", id, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // idleState is what the reaper decides on.

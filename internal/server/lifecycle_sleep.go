@@ -69,9 +69,12 @@ func readOptions(w http.ResponseWriter, r *http.Request, v any) error {
 type updateRequest struct {
 	SleepAfter sleepAfterValue `json:"sleepAfter"`
 	KeepAlive  *bool           `json:"keepAlive"`
+	// SnapshotOnSleep: every sleep snapshots the sandbox.
+	SnapshotOnSleep *bool `json:"snapshotOnSleep"`
 }
 
-// updateSandbox is PATCH /v1/sandboxes/{id}: change sleepAfter and/or keepAlive. It does not
+// updateSandbox is PATCH /v1/sandboxes/{id}: change sleepAfter, keepAlive and/or
+// snapshotOnSleep. It does not
 // wake a sleeping sandbox; on a running one it re-arms the idle timer.
 func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 	var req updateRequest
@@ -84,6 +87,7 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		opts.SleepAfter = &req.SleepAfter.d
 	}
 	opts.KeepAlive = req.KeepAlive
+	opts.SnapshotOnSleep = req.SnapshotOnSleep
 	info, err := s.mgr.Update(r.Context(), r.PathValue("id"), opts)
 	if err != nil {
 		writeError(w, r, err, "sandbox.update")

@@ -14,6 +14,8 @@ type createRequest struct {
 	// SleepAfter and KeepAlive: see lifecycle_sleep.go.
 	SleepAfter sleepAfterValue `json:"sleepAfter"`
 	KeepAlive  bool            `json:"keepAlive"`
+	// SnapshotOnSleep: every sleep snapshots the sandbox (see sandbox.SleepSnapshotter).
+	SnapshotOnSleep bool `json:"snapshotOnSleep"`
 	// Snapshot ("sha256-…") creates the sandbox from a snapshot (snapshots.go).
 	Snapshot string `json:"snapshot"`
 }
@@ -31,7 +33,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	}
 	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
-		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive,
+		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
 	}, nil)
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")

@@ -89,6 +89,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/sandboxes/{id}/restore-snapshot", s.auth(s.restoreSnapshot))
 	s.mux.Handle("GET /v1/snapshots", s.auth(s.listSnapshots))
 	s.mux.Handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
+	s.mux.Handle("DELETE /v1/snapshots/{sid}", s.auth(s.deleteSnapshot))
 	for _, r := range forwarded {
 		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
@@ -110,7 +111,7 @@ func (s *Server) routes() {
 		"/v1/sandboxes/{id}/fork":                  {"POST"},
 		"/v1/sandboxes/{id}/restore-snapshot":      {"POST"},
 		"/v1/snapshots":                            {"GET"},
-		"/v1/snapshots/{sid}":                      {"GET"},
+		"/v1/snapshots/{sid}":                      {"GET", "DELETE"},
 		"/v1/images":                               {"GET"},
 		"/v1/images/build":                         {"POST"},
 	}

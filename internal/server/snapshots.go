@@ -18,6 +18,7 @@ type Snapshots interface {
 	CreateSandbox(ctx context.Context, opts sandbox.CreateOptions, snapID string) (sandbox.Info, bool, error)
 	Fork(ctx context.Context, id string, opts snapshot.ForkOptions) (snapshot.ForkResult, error)
 	Restore(ctx context.Context, id, snapID string) (sandbox.Info, error)
+	Delete(ctx context.Context, id string) error
 }
 
 // SetSnapshots enables the snapshot routes and creating sandboxes from snapshots; call it
@@ -60,6 +61,21 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, snapshotReply{true, snap, time.Now().UTC()})
+}
+
+// deleteSnapshot: DELETE /v1/snapshots/{sid} → {success, id, timestamp}. The snapshot's
+// meta goes, then every layer blob nothing references any more (no snapshot, no sandbox).
+// Unknown → 404 SNAPSHOT_NOT_FOUND.
+func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
+	if !s.snapshotsEnabled(w, r) {
+		return
+	}
+	id := r.PathValue("sid")
+	if err := s.snapshots.Delete(r.Context(), id); err != nil {
+		writeError(w, r, err, "snapshot.delete")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id, "timestamp": time.Now().UTC()})
 }
 
 // listSnapshots: GET /v1/snapshots[?sandbox=ID] → {success, snapshots: [...], timestamp}.
@@ -140,7 +156,7 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 	}
 	info, created, err := s.snapshots.CreateSandbox(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
-		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive,
+		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
 	}, req.Snapshot)
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")

@@ -250,7 +250,8 @@ func (s *Service) GC(ctx context.Context) ([]string, error) {
 	return s.cfg.Cache.GC(ctx, used, s.cfg.CacheMinAge)
 }
 
-// RunGC runs GC now and then every interval (0: hourly) until ctx ends.
+// RunGC runs GC and GCBlobs (sparing blobs younger than Config.BlobMinAge) now and then every
+// interval (0: hourly) until ctx ends.
 func (s *Service) RunGC(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = time.Hour
@@ -260,6 +261,11 @@ func (s *Service) RunGC(ctx context.Context, interval time.Duration) {
 			s.log.WarnContext(ctx, "layer cache gc", "err", err)
 		} else if len(removed) > 0 {
 			s.log.InfoContext(ctx, "layer cache gc", "removed", len(removed))
+		}
+		if removed, err := s.GCBlobs(ctx, s.cfg.BlobMinAge); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "layer blob gc", "err", err)
+		} else if len(removed) > 0 {
+			s.log.InfoContext(ctx, "layer blob gc", "removed", len(removed))
 		}
 		select {
 		case <-ctx.Done():

@@ -99,7 +99,10 @@ type Config struct {
 	EncoderThreads int
 	// CacheMinAge: the cache GC spares layers used more recently (default 10 min).
 	CacheMinAge time.Duration
-	Logger      *slog.Logger
+	// BlobMinAge: the periodic blob GC spares layer blobs younger than this (default 10 min),
+	// for writers on other hosts sharing the blob store.
+	BlobMinAge time.Duration
+	Logger     *slog.Logger
 }
 
 // Service creates snapshots and sandboxes from them.
@@ -109,6 +112,10 @@ type Service struct {
 
 	mu    sync.Mutex
 	locks map[string]*sync.Mutex // sandbox ID → serialises snapshots and restores of it
+
+	// blobGC excludes the blob GC (Lock) from snapshots being made (RLock, from the first
+	// upload to the meta). See delete.go.
+	blobGC sync.RWMutex
 }
 
 // New returns a Service.
@@ -121,6 +128,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.CacheMinAge <= 0 {
 		cfg.CacheMinAge = 10 * time.Minute
+	}
+	if cfg.BlobMinAge <= 0 {
+		cfg.BlobMinAge = 10 * time.Minute
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -176,8 +186,34 @@ func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error
 		}
 		return Snapshot{}, err
 	}
-	frozen := time.Since(start)
 	defer s.discard(&c)
+	return s.finish(ctx, &c, start, time.Since(start))
+}
+
+// SnapshotAsleep snapshots the sleeping sandbox rec, whose upper directory is upper, and
+// returns the snapshot's ID: sandbox.Manager calls it, with the sandbox's ID lock held, at the
+// end of every sleep of a sandbox with snapshotOnSleep (sandbox.SleepSnapshotter). Nothing is
+// frozen: the container is gone. Errors: SNAPSHOT_TOO_DEEP, SNAPSHOT_FAILED, blob store errors.
+func (s *Service) SnapshotAsleep(ctx context.Context, rec store.Sandbox, upper string) (string, error) {
+	if len(rec.Layers) >= sandbox.MaxLayers {
+		return "", errdefs.Newf(errdefs.CodeSnapshotTooDeep, "sandbox %q already has %d layers, the most a disk may have", rec.ID, len(rec.Layers))
+	}
+	start := time.Now()
+	c := captured{rec: rec}
+	defer s.discard(&c)
+	if err := s.capture(ctx, upper, &c); err != nil {
+		return "", errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+rec.ID)
+	}
+	snap, err := s.finish(ctx, &c, start, 0)
+	return snap.ID, err
+}
+
+// finish turns a capture into a snapshot: the layer adopted into the cache and uploaded, the
+// meta written. frozen is how long the sandbox was frozen (for the log).
+func (s *Service) finish(ctx context.Context, c *captured, start time.Time, frozen time.Duration) (Snapshot, error) {
+	s.blobGC.RLock()
+	defer s.blobGC.RUnlock()
+	sandboxID := c.rec.ID
 	snap := Snapshot{
 		SandboxID: sandboxID,
 		CreatedAt: time.Now().UTC().Truncate(time.Millisecond),

@@ -80,3 +80,41 @@ func TestSleepMigrationKeepsRows(t *testing.T) {
 		t.Fatalf("Get(old) = %+v, %v", old, err)
 	}
 }
+
+func TestSleepSnapshotFields(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "hutch.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Insert(ctx, Sandbox{ID: "a", Image: "img", Status: StatusCreating, SnapshotOnSleep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := s.Get(ctx, "a"); err != nil || !a.SnapshotOnSleep || a.LastSnapshot != "" {
+		t.Fatalf("Get(a) = %+v, %v; want snapshotOnSleep", a, err)
+	}
+	if err := s.SetSleepSnapshot(ctx, "a", "sha256-1", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSleepSnapshot(ctx, "a", "", "disk full"); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Get(ctx, "a"); a.LastSnapshot != "sha256-1" || a.LastSnapshotError != "disk full" {
+		t.Fatalf("after failure: %q %q", a.LastSnapshot, a.LastSnapshotError)
+	}
+	if err := s.SetSleepSnapshot(ctx, "a", "sha256-2", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSnapshotOnSleep(ctx, "a", false); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.Get(ctx, "a"); a.LastSnapshot != "sha256-2" || a.LastSnapshotError != "" || a.SnapshotOnSleep {
+		t.Fatalf("after success: %+v", a)
+	}
+	for _, err := range []error{s.SetSnapshotOnSleep(ctx, "nope", true), s.SetSleepSnapshot(ctx, "nope", "x", "")} {
+		if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {
+			t.Fatalf("unknown sandbox: %v", err)
+		}
+	}
+}

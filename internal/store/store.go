@@ -64,6 +64,12 @@ type Sandbox struct {
 	// came from ("" when none). See snapshots.go.
 	Layers   []string
 	Snapshot string
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk. LastSnapshot is the ID of the
+	// last such snapshot, LastSnapshotError the error of the last one that failed ("" after a
+	// success). See sleep.go.
+	SnapshotOnSleep   bool
+	LastSnapshot      string
+	LastSnapshotError string
 }
 
 // Store is the SQLite metadata store. It is safe for concurrent use.
@@ -144,6 +150,10 @@ var migrations = []string{
 	// 2: snapshots (snapshots.go): the snapshot layers below a sandbox's disk and their snapshot.
 	`ALTER TABLE sandboxes ADD COLUMN layers_json TEXT NOT NULL DEFAULT '[]';
 	 ALTER TABLE sandboxes ADD COLUMN snapshot TEXT NOT NULL DEFAULT '';`,
+	// 3: snapshots at sleep.
+	`ALTER TABLE sandboxes ADD COLUMN snapshot_on_sleep INTEGER NOT NULL DEFAULT 0;
+	 ALTER TABLE sandboxes ADD COLUMN last_snapshot TEXT NOT NULL DEFAULT '';
+	 ALTER TABLE sandboxes ADD COLUMN last_snapshot_error TEXT NOT NULL DEFAULT '';`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -228,11 +238,11 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 		return Sandbox{}, err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
-		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
 		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano(), sb.SleepAfter.Milliseconds(), sb.KeepAlive,
-		layers, sb.Snapshot)
+		layers, sb.Snapshot, sb.SnapshotOnSleep)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("store: insert %s: %w", sb.ID, err)
 	}
@@ -324,7 +334,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot`
+const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, last_snapshot, last_snapshot_error`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -337,7 +347,8 @@ func scan(r scanner) (Sandbox, error) {
 		layers                    string
 	)
 	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
-		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot)
+		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot,
+		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, err
