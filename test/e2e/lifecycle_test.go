@@ -297,7 +297,7 @@ func TestSleepSessionsAndExplicitAPI(t *testing.T) {
 	if o, e, code := hutch("status", cli); code != 0 || !strings.Contains(o, "never (keep-alive)") || !strings.Contains(o, "running") {
 		t.Fatalf("hutch status = %q exit %d: %s", o, code, e)
 	}
-	if o, e, code := hutch("set", cli, "--sleep-after", "45s", "--keep-alive=false"); code != 0 || o != cli+" running sleep-after=45s keep-alive=false\n" {
+	if o, e, code := hutch("set", cli, "--sleep-after", "45s", "--keep-alive=false"); code != 0 || o != cli+" running sleep-after=45s keep-alive=false snapshot-on-sleep=false\n" {
 		t.Fatalf("hutch set = %q exit %d: %s", o, code, e)
 	}
 	if _, e, code := hutch("set", cli); code != 2 {
