@@ -25,7 +25,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -36,7 +35,6 @@ import (
 	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/gitserve"
 	"github.com/hutchdev/hutch/internal/image"
-	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 //go:embed all:testdata/headline
@@ -105,39 +103,11 @@ type headline struct {
 // runHeadline is the -headline mode: setup like run (its own hutchd, the default image) plus
 // the git server, then the steps, then the report.
 func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (runc, mounts, network namespaces)")
-	}
-	for _, tool := range []string{"runc", "nft", "go", "git", "tar", "zstd", "du"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s is not installed: %w", tool, err)
-		}
-	}
-	it, err := sandbox.LookupInstanceType(cfg.instanceType)
+	it, root, work, cleanup, err := setup(cfg, "hutch-bench-headline-", "runc", "nft", "go", "git", "tar", "zstd", "du")
 	if err != nil {
 		return err
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp("", "hutch-bench-headline-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if m := mountsUnder(work); len(m) > 0 {
-			err = errors.Join(err, fmt.Errorf("left %s in place: still mounted: %v", work, m))
-			return
-		}
-		if cfg.keepWork {
-			progress("work directory kept: %s", work)
-			return
-		}
-		if rerr := os.RemoveAll(work); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
+	defer func() { err = errors.Join(err, cleanup()) }()
 
 	progress("building hutchd and hutch-init")
 	bins := work + "/bin"

@@ -107,40 +107,11 @@ func progress(format string, args ...any) {
 }
 
 func run(ctx context.Context, cfg config, out io.Writer) (err error) {
-	if os.Geteuid() != 0 {
-		return errors.New("needs root (runc, mounts, network namespaces)")
-	}
-	for _, tool := range []string{"runc", "nft", "bash", "go"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s is not installed: %w", tool, err)
-		}
-	}
-	it, err := sandbox.LookupInstanceType(cfg.instanceType)
+	it, root, work, cleanup, err := setup(cfg, "hutch-bench-", "runc", "nft", "bash", "go")
 	if err != nil {
 		return err
 	}
-	root, err := moduleRoot()
-	if err != nil {
-		return err
-	}
-	work, err := os.MkdirTemp("", "hutch-bench-")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		// Never remove a directory with something still mounted below it.
-		if m := mountsUnder(work); len(m) > 0 {
-			err = errors.Join(err, fmt.Errorf("left %s in place: still mounted: %v", work, m))
-			return
-		}
-		if cfg.keepWork {
-			progress("work directory kept: %s", work)
-			return
-		}
-		if rerr := os.RemoveAll(work); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
+	defer func() { err = errors.Join(err, cleanup()) }()
 
 	progress("building hutchd and hutch-init")
 	bins := work + "/bin"
@@ -200,6 +171,41 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	b.report(out)
 	return nil
+}
+
+// setup checks the machine (root, the tools), resolves the instance type and the module root,
+// and makes the run's work directory under prefix. cleanup removes it, unless something is still
+// mounted below it or -keep was given.
+func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType, root, work string, cleanup func() error, err error) {
+	if os.Geteuid() != 0 {
+		return it, "", "", nil, errors.New("needs root (runc, mounts, network namespaces)")
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return it, "", "", nil, fmt.Errorf("%s is not installed: %w", tool, err)
+		}
+	}
+	if it, err = sandbox.LookupInstanceType(cfg.instanceType); err != nil {
+		return it, "", "", nil, err
+	}
+	if root, err = moduleRoot(); err != nil {
+		return it, "", "", nil, err
+	}
+	if work, err = os.MkdirTemp("", prefix); err != nil {
+		return it, "", "", nil, err
+	}
+	cleanup = func() error {
+		// Never remove a directory with something still mounted below it.
+		if m := mountsUnder(work); len(m) > 0 {
+			return fmt.Errorf("left %s in place: still mounted: %v", work, m)
+		}
+		if cfg.keepWork {
+			progress("work directory kept: %s", work)
+			return nil
+		}
+		return os.RemoveAll(work)
+	}
+	return it, root, work, cleanup, nil
 }
 
 // interrupted replaces err by a plain message when the run was interrupted (Ctrl-C, SIGTERM).
