@@ -52,7 +52,22 @@ type BackupOptions struct {
 // RestoreResult is what RestoreBackup restored where.
 type RestoreResult struct {
 	ID  string `json:"id"`  // the backup
-	Dir string `json:"dir"` // the directory restored into
+	Dir string `json:"dir"` // the directory restored into, symlinks resolved in the sandbox
+	// Mode is how: "mount" or "copy" (see RestoreOptions.Mode).
+	Mode string `json:"mode"`
+	// DurationMs is the server's time for the restore, in milliseconds.
+	DurationMs float64 `json:"durationMs"`
+}
+
+// RestoreOptions are the parameters of RestoreBackupWith.
+type RestoreOptions struct {
+	// Dir is the directory to restore into; "" means the backup's own Dir.
+	Dir string
+	// Mode is "mount" (Dir becomes a copy-on-write view of the backup: the archive is extracted
+	// once per host and shared, so a restore costs a mount; it persists across sleep and
+	// restarts and snapshots include it), "copy" (the archive is extracted into the sandbox's
+	// disk) or "" (mount where the host supports it, else copy).
+	Mode string
 }
 
 // CreateBackup archives opts.Dir of the sandbox (tar + zstd) into hutchd's blob store and
@@ -83,16 +98,24 @@ func (s *Sandbox) CreateBackup(ctx context.Context, opts BackupOptions) (Backup,
 
 // RestoreBackup replaces the content of dir in the sandbox with backup backupID's (POST
 // /v1/sandboxes/{id}/backups/{bid}/restore); dir "" means the backup's own Dir. The backup may
-// come from any sandbox. The new content is extracted next to dir and swapped in, so on error
-// dir is left as it was. It starts the sandbox if it is stopped.
+// come from any sandbox. It starts the sandbox if it is stopped. By default the host mounts the
+// backup at dir (see RestoreOptions.Mode: instant whatever the size, and lasting); in copy mode
+// the new content is extracted next to dir and swapped in, so on error dir is left as it was.
 //
 // Errors: BACKUP_NOT_FOUND (ErrNotFound); BACKUP_EXPIRED (ErrFailedPrecondition);
 // INVALID_BACKUP_CONFIG for dir; NO_SPACE (ErrResourceExhausted) when the sandbox's disk is
 // full; NOT_DIRECTORY when dir is a file; SANDBOX_NOT_FOUND; BACKUP_RESTORE_FAILED (ErrInternal).
 func (s *Sandbox) RestoreBackup(ctx context.Context, backupID, dir string) (RestoreResult, error) {
+	return s.RestoreBackupWith(ctx, backupID, RestoreOptions{Dir: dir})
+}
+
+// RestoreBackupWith is RestoreBackup with options. Errors: those of RestoreBackup, and
+// INVALID_BACKUP_CONFIG for an unknown mode or "mount" where the host cannot mount.
+func (s *Sandbox) RestoreBackupWith(ctx context.Context, backupID string, opts RestoreOptions) (RestoreResult, error) {
 	body := struct {
-		Dir string `json:"dir,omitempty"`
-	}{dir}
+		Dir  string `json:"dir,omitempty"`
+		Mode string `json:"mode,omitempty"`
+	}{opts.Dir, opts.Mode}
 	var r RestoreResult
 	if err := s.do(ctx, http.MethodPost, "/backups/"+url.PathEscape(backupID)+"/restore", body, &r); err != nil {
 		return RestoreResult{}, fmt.Errorf("restore backup %s into sandbox %q: %w", backupID, s.sandboxID, err)

@@ -85,6 +85,9 @@ type Service struct {
 	mu       sync.Mutex
 	locks    map[string]*sandboxLock // sandbox ID → lock; guarded by mu
 	inflight map[string]bool         // backup IDs being created; guarded by mu
+
+	trees   *Trees  // set by EnableMounts
+	mounter Mounter // set by EnableMounts
 }
 
 type sandboxLock struct {

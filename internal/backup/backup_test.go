@@ -159,7 +159,7 @@ func TestCreateRestoreDelete(t *testing.T) {
 	write(t, filepath.Join(dir, "src/main.go"), "changed")
 	write(t, filepath.Join(dir, "new-file"), "new")
 	os.RemoveAll(filepath.Join(dir, "node_modules"))
-	got, err := f.svc.Restore(ctx, "a", b.ID, "")
+	got, _, err := f.svc.Restore(ctx, "a", b.ID, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestCreateRestoreDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(tmpDir(t), "elsewhere/copy")
-	if _, err := f.svc.Restore(ctx, "b", b.ID, other); err != nil {
+	if _, _, err := f.svc.Restore(ctx, "b", b.ID, other, ""); err != nil {
 		t.Fatal(err)
 	}
 	if g := read(t, filepath.Join(other, "src/main.go")); g != "package main\n" {
@@ -209,7 +209,7 @@ func TestCreateRestoreDelete(t *testing.T) {
 	for _, err := range []error{
 		f.svc.Delete(ctx, b.ID),
 		func() error { _, err := f.svc.Get(ctx, b.ID); return err }(),
-		func() error { _, err := f.svc.Restore(ctx, "a", b.ID, ""); return err }(),
+		func() error { _, _, err := f.svc.Restore(ctx, "a", b.ID, "", ""); return err }(),
 	} {
 		if errdefs.CodeOf(err) != errdefs.CodeBackupNotFound {
 			t.Errorf("after delete: %v; want BACKUP_NOT_FOUND", err)
@@ -254,7 +254,7 @@ func TestValidation(t *testing.T) {
 		t.Errorf("a 256-character name: %v", err)
 	}
 	for _, id := range []string{"00000000-0000-4000-8000-000000000000", "not-a-uuid", "../../etc/passwd"} {
-		if _, err := f.svc.Restore(ctx, "a", id, ""); errdefs.CodeOf(err) != errdefs.CodeBackupNotFound {
+		if _, _, err := f.svc.Restore(ctx, "a", id, "", ""); errdefs.CodeOf(err) != errdefs.CodeBackupNotFound {
 			t.Errorf("Restore(%q) = %v; want BACKUP_NOT_FOUND", id, err)
 		}
 	}
@@ -272,11 +272,11 @@ func TestValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.svc.Restore(ctx, "a", b.ID, "/etc"); errdefs.CodeOf(err) != errdefs.CodeInvalidBackupConfig {
+	if _, _, err := f.svc.Restore(ctx, "a", b.ID, "/etc", ""); errdefs.CodeOf(err) != errdefs.CodeInvalidBackupConfig {
 		t.Errorf("restore into /etc: %v", err)
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if _, err := f.svc.Restore(ctx, "a", b.ID, ""); errdefs.CodeOf(err) != errdefs.CodeBackupExpired {
+	if _, _, err := f.svc.Restore(ctx, "a", b.ID, "", ""); errdefs.CodeOf(err) != errdefs.CodeBackupExpired {
 		t.Errorf("expired: %v; want BACKUP_EXPIRED", err)
 	}
 	st, err := f.svc.GC(ctx)

@@ -15,11 +15,13 @@ type GCStats struct {
 	Orphans int `json:"orphans"` // archives without meta older than Config.OrphanAge
 	Stale   int `json:"stale"`   // rows whose meta and archive are gone (removed elsewhere)
 	Temps   int `json:"temps"`   // temp files of killed uploads (local store), unwritten for OrphanAge
+	Trees   int `json:"trees"`   // cached trees no sandbox mounts, unused for OrphanAge
 }
 
 // GC removes expired backups, archives without meta (a Create that failed or was killed part
 // way) older than Config.OrphanAge, rows whose blobs are both gone, and (local store) temp
-// files of uploads not written to for Config.OrphanAge. Archives of backups
+// files of uploads not written to for Config.OrphanAge, and cached trees (Trees) that no
+// sandbox mounts and nobody used for Config.OrphanAge. Archives of backups
 // being created by this Service are never touched. It goes on after a failed removal and
 // returns the errors joined.
 func (s *Service) GC(ctx context.Context) (GCStats, error) {
@@ -106,8 +108,20 @@ func (s *Service) GC(ctx context.Context) (GCStats, error) {
 		}
 		st.Temps = n
 	}
+	// Extracted trees no sandbox mounts (a mounted one stays, even when its backup is gone).
+	if s.trees != nil {
+		used, err := s.cfg.Store.MountedBackups(ctx)
+		if err == nil {
+			var removed []string
+			removed, err = s.trees.GC(ctx, used, s.cfg.OrphanAge)
+			st.Trees = len(removed)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if st != (GCStats{}) {
-		s.log.InfoContext(ctx, "backup gc", "expired", st.Expired, "orphans", st.Orphans, "stale", st.Stale, "temps", st.Temps)
+		s.log.InfoContext(ctx, "backup gc", "expired", st.Expired, "orphans", st.Orphans, "stale", st.Stale, "temps", st.Temps, "trees", st.Trees)
 	}
 	return st, errors.Join(errs...)
 }

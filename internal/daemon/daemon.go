@@ -113,6 +113,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Restores are mounts of backup trees extracted once into <state>/backup-trees.
+	trees, err := bk.EnableMounts(filepath.Join(cfg.StateDir, "backup-trees"), mgr)
+	if err != nil {
+		return err
+	}
+	mgr.SetTreeSource(trees)
 	gcCtx, stopGC := context.WithCancel(ctx)
 	defer stopGC()
 	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))

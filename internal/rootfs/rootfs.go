@@ -24,6 +24,7 @@ import (
 // layers above a base image; see JoinLower). Missing upper, work and merged directories are
 // created (0755); every lower must exist. All paths must be absolute; upper and work must be on
 // the same filesystem.
+// merged is made a shared mount (its own peer group), see MountBelow.
 // Mounting over an existing mount at merged stacks a second mount, so callers check IsMounted
 // first when they may be retrying.
 func Mount(lower, upper, work, merged string) error {
@@ -51,6 +52,13 @@ func Mount(lower, upper, work, merged string) error {
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
 	if err := unix.Mount("overlay", merged, "overlay", 0, opts); err != nil {
 		return fmt.Errorf("rootfs: mount overlay at %s: %w", merged, err)
+	}
+	// Shared, so a mount made below merged on the host later (a backup restored as a mount)
+	// propagates into the container, whose runtime makes its copy of the root a slave of it
+	// (runc's default rootfs propagation): host → container only, never back.
+	if err := unix.Mount("", merged, "", unix.MS_SHARED, ""); err != nil {
+		_ = Unmount(merged)
+		return fmt.Errorf("rootfs: make %s shared: %w", merged, err)
 	}
 	return nil
 }

@@ -117,6 +117,8 @@ type Manager struct {
 	// sleepSnap snapshots sandboxes with snapshotOnSleep as they fall asleep (sleep.go); nil
 	// until SetSleepSnapshotter (atomic: the reaper may already run).
 	sleepSnap atomic.Pointer[SleepSnapshotter]
+	// trees gives the backup trees of directory mounts (dirmount.go); nil until set.
+	trees atomic.Pointer[TreeSource]
 
 	agentPath string   // content-addressed copy of AgentBinary under StateDir
 	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here

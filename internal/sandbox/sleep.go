@@ -229,11 +229,11 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 // SleepSnapshotter snapshots a sandbox that has just fallen asleep; internal/snapshot's
 // Service implements it.
 type SleepSnapshotter interface {
-	// SnapshotAsleep snapshots the disk of the sleeping sandbox rec, whose upper directory
-	// (its own changes, already flushed) is upper, and returns the snapshot's ID. It is called
+	// SnapshotAsleep snapshots the disk of the sleeping sandbox rec (its own changes, already
+	// flushed, and its directory mounts: Disk) and returns the snapshot's ID. It is called
 	// with the sandbox's ID lock held and its container gone: nothing writes to upper
 	// meanwhile, and it must not call back into the Manager for this sandbox.
-	SnapshotAsleep(ctx context.Context, rec store.Sandbox, upper string) (string, error)
+	SnapshotAsleep(ctx context.Context, rec store.Sandbox, disk Disk) (string, error)
 }
 
 // SetSleepSnapshotter gives the manager what snapshots sandboxes with snapshotOnSleep when they
@@ -247,7 +247,12 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	var id string
 	var err error = errdefs.New(errdefs.CodeUnavailable, "snapshots are not available on this host")
 	if s := m.sleepSnap.Load(); s != nil {
-		id, err = (*s).SnapshotAsleep(ctx, rec, filepath.Join(m.sandboxDir(rec.ID), "upper"))
+		var views map[string]string
+		var release func()
+		if views, release, err = m.dirMountViews(ctx, rec.ID); err == nil {
+			id, err = (*s).SnapshotAsleep(ctx, rec, Disk{Upper: filepath.Join(m.sandboxDir(rec.ID), "upper"), Mounts: views})
+			release()
+		}
 	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "snapshot at sleep failed", "sandbox_id", rec.ID, "err", err)

@@ -56,15 +56,23 @@ func (m *Manager) lowerDirs(ctx context.Context, rec store.Sandbox, imageRoot st
 	return strings.Join(append(dirs, imageRoot), ":"), nil
 }
 
-// Capture calls fn with sandbox id's record and the host path of its upper directory (its own
-// disk) while nothing can write to it, and returns fn's error. A running sandbox is frozen (the
-// runtime's Pauser: the cgroup freezer) for fn's whole duration and its file system synced
-// (syncfs) first, then thawed; a sandbox that is not running (sleeping, stopped) is only
-// synced. Lifecycle operations on the sandbox wait meanwhile (the ID lock is held); requests to
-// its agent stall until it is thawed. fn must do local work only and return quickly.
+// Disk is what a snapshot reads of a sandbox's disk: its upper directory (its own changes to
+// the image and layers below) and a read-only view of each of its directory mounts (restored
+// backups, dirmount.go), by path inside the sandbox.
+type Disk struct {
+	Upper  string
+	Mounts map[string]string
+}
+
+// Capture calls fn with sandbox id's record and its disk (see Disk) while nothing can write to
+// it, and returns fn's error. A running sandbox is frozen (the runtime's Pauser: the cgroup
+// freezer) for fn's whole duration and its file system synced (syncfs) first, then thawed; a
+// sandbox that is not running (sleeping, stopped) is only synced. Lifecycle operations on the
+// sandbox wait meanwhile (the ID lock is held); requests to its agent stall until it is thawed.
+// fn must do local work only and return quickly.
 // Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
 // the runtime's pause error, fn's error.
-func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, upper string) error) error {
+func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
@@ -100,7 +108,12 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	if err := syncDir(upper); err != nil {
 		return fmt.Errorf("flush disk of %s: %w", id, err)
 	}
-	return fn(ctx, rec, upper)
+	views, release, err := m.dirMountViews(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(ctx, rec, Disk{Upper: upper, Mounts: views})
 }
 
 // DiskSpec is what a sandbox's disk is built on.
@@ -152,6 +165,9 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 			return Info{}, fmt.Errorf("reset disk of %s: %w", id, err)
 		}
 		defer os.RemoveAll(old)
+	}
+	if err := m.dropDirMounts(ctx, id); err != nil {
+		return Info{}, err
 	}
 	if err := m.store.SetDisk(ctx, id, spec.Image, spec.ImageName, spec.Layers, spec.Snapshot); err != nil {
 		return Info{}, err

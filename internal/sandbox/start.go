@@ -93,6 +93,9 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if err := m.rootfs.Mount(lower, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
 		return fmt.Errorf("mount root filesystem: %w", err)
 	}
+	if err := m.mountDirs(ctx, id, merged); err != nil {
+		return err
+	}
 	n, err := m.nets.Setup(ctx, id, rec.NetSlot)
 	if err != nil {
 		return fmt.Errorf("network: %w", err)

@@ -12,7 +12,7 @@ import (
 // Backups is what the API needs of the backup service; *backup.Service implements it.
 type Backups interface {
 	Create(ctx context.Context, sandboxID string, req backup.CreateRequest) (backup.Backup, error)
-	Restore(ctx context.Context, sandboxID, backupID, dir string) (backup.Backup, error)
+	Restore(ctx context.Context, sandboxID, backupID, dir, mode string) (backup.Backup, string, error)
 	Get(ctx context.Context, id string) (backup.Backup, error)
 	List(ctx context.Context, sandboxID string) ([]backup.Backup, error)
 	Delete(ctx context.Context, id string) error
@@ -47,25 +47,28 @@ func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, backupReply{true, b, time.Now().UTC()})
 }
 
-// restoreBackup: POST /v1/sandboxes/{id}/backups/{bid}/restore {dir?} → {success, id, dir,
-// timestamp}.
+// restoreBackup: POST /v1/sandboxes/{id}/backups/{bid}/restore {dir?, mode?} → {success, id,
+// dir, mode, durationMs, timestamp}.
 func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	if !s.backupsEnabled(w, r) {
 		return
 	}
 	var req struct {
-		Dir string `json:"dir"`
+		Dir  string `json:"dir"`
+		Mode string `json:"mode"`
 	}
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "backup.restore")
 		return
 	}
-	b, err := s.backups.Restore(r.Context(), r.PathValue("id"), r.PathValue("bid"), req.Dir)
+	start := time.Now()
+	b, mode, err := s.backups.Restore(r.Context(), r.PathValue("id"), r.PathValue("bid"), req.Dir, req.Mode)
 	if err != nil {
 		writeError(w, r, err, "backup.restore")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": b.ID, "dir": b.Dir, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": b.ID, "dir": b.Dir, "mode": mode,
+		"durationMs": float64(time.Since(start).Microseconds()) / 1000, "timestamp": time.Now().UTC()})
 }
 
 // listBackups: GET /v1/backups[?sandbox=ID] → {success, backups: [...], timestamp}.

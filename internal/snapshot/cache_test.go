@@ -21,7 +21,7 @@ import (
 func putLayer(t *testing.T, blobs blob.Store, dir string) string {
 	t.Helper()
 	var tarBuf bytes.Buffer
-	_, err := WriteLayer(&tarBuf, dir)
+	_, err := WriteLayer(&tarBuf, dir, nil)
 	must(t, err)
 	sum := sha256.Sum256(tarBuf.Bytes())
 	digest := "sha256-" + hex.EncodeToString(sum[:])

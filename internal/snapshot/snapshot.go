@@ -172,12 +172,12 @@ func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error
 	defer s.sandboxLock(sandboxID)()
 	start := time.Now()
 	var c captured
-	err := s.cfg.Sandboxes.Capture(ctx, sandboxID, func(ctx context.Context, rec store.Sandbox, upper string) error {
+	err := s.cfg.Sandboxes.Capture(ctx, sandboxID, func(ctx context.Context, rec store.Sandbox, disk sandbox.Disk) error {
 		if len(rec.Layers) >= sandbox.MaxLayers {
 			return errdefs.Newf(errdefs.CodeSnapshotTooDeep, "sandbox %q already has %d layers, the most a disk may have", sandboxID, len(rec.Layers))
 		}
 		c.rec = rec
-		return s.capture(ctx, upper, &c)
+		return s.capture(ctx, disk, &c)
 	})
 	if err != nil {
 		s.discard(&c)
@@ -190,18 +190,18 @@ func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error
 	return s.finish(ctx, &c, start, time.Since(start))
 }
 
-// SnapshotAsleep snapshots the sleeping sandbox rec, whose upper directory is upper, and
+// SnapshotAsleep snapshots the disk of the sleeping sandbox rec and
 // returns the snapshot's ID: sandbox.Manager calls it, with the sandbox's ID lock held, at the
 // end of every sleep of a sandbox with snapshotOnSleep (sandbox.SleepSnapshotter). Nothing is
 // frozen: the container is gone. Errors: SNAPSHOT_TOO_DEEP, SNAPSHOT_FAILED, blob store errors.
-func (s *Service) SnapshotAsleep(ctx context.Context, rec store.Sandbox, upper string) (string, error) {
+func (s *Service) SnapshotAsleep(ctx context.Context, rec store.Sandbox, disk sandbox.Disk) (string, error) {
 	if len(rec.Layers) >= sandbox.MaxLayers {
 		return "", errdefs.Newf(errdefs.CodeSnapshotTooDeep, "sandbox %q already has %d layers, the most a disk may have", rec.ID, len(rec.Layers))
 	}
 	start := time.Now()
 	c := captured{rec: rec}
 	defer s.discard(&c)
-	if err := s.capture(ctx, upper, &c); err != nil {
+	if err := s.capture(ctx, disk, &c); err != nil {
 		return "", errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+rec.ID)
 	}
 	snap, err := s.finish(ctx, &c, start, 0)
@@ -260,9 +260,9 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 	return snap, nil
 }
 
-// capture writes the tar of upper once, into the hash, a zstd temp file and the extractor of a
+// capture writes the tar of the disk once, into the hash, a zstd temp file and the extractor of a
 // cache temp directory at the same time.
-func (s *Service) capture(ctx context.Context, upper string, c *captured) error {
+func (s *Service) capture(ctx context.Context, disk sandbox.Disk, c *captured) error {
 	tmp, err := s.cfg.Cache.tempDir()
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func (s *Service) capture(ctx context.Context, upper string, c *captured) error 
 	}()
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc, pw), upper)
+	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc, pw), disk.Upper, disk.Mounts)
 	pw.CloseWithError(werr)
 	xerr := <-extracted
 	cerr := enc.Close()

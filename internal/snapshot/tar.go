@@ -48,86 +48,129 @@ type LayerStats struct {
 // whiteouts (character devices 0/0) are kept; other device nodes and sockets are skipped. A
 // missing root is an empty layer. The tree must not change while it is written (the caller
 // freezes the sandbox).
-func WriteLayer(w io.Writer, root string) (LayerStats, error) {
+//
+// mounts maps directories inside the sandbox ("/workspace/app") to host directories that
+// hold their whole content (read-only views of directory mounts, sandbox.Disk): where the walk
+// of root meets such a directory, the directory is written opaque (it hides what the layers
+// below hold there) with the view's attributes and content instead of root's. A mount whose
+// directory is not in root is left out.
+func WriteLayer(w io.Writer, root string, mounts map[string]string) (LayerStats, error) {
 	var stats LayerStats
 	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
 		return stats, tar.NewWriter(w).Close()
 	}
-	tw := tar.NewWriter(w)
-	links := map[[2]uint64]string{} // (dev, ino) → first path, for files with nlink > 1
-	buf := make([]byte, 1<<20)
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p == root {
-			return nil
-		}
-		rel, err := filepath.Rel(root, p)
-		if err != nil {
-			return err
-		}
-		name := filepath.ToSlash(rel)
-		var st unix.Stat_t
-		if err := unix.Lstat(p, &st); err != nil {
-			return fmt.Errorf("lstat %s: %w", name, err)
-		}
-		hdr := &tar.Header{
-			Name:    name,
-			Mode:    int64(st.Mode & 0o7777),
-			Uid:     int(st.Uid),
-			Gid:     int(st.Gid),
-			ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
-			Format:  tar.FormatPAX,
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
-		case unix.S_IFREG:
-			key := [2]uint64{st.Dev, st.Ino}
-			if first, ok := links[key]; ok {
-				hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
-				stats.Entries++
-				return tw.WriteHeader(hdr) // a hard link has no attributes of its own
-			}
-			if st.Nlink > 1 {
-				links[key] = name
-			}
-			hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
-		case unix.S_IFLNK:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return fmt.Errorf("readlink %s: %w", name, err)
-			}
-			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
-		case unix.S_IFCHR:
-			if st.Rdev != 0 {
-				stats.Skipped++
-				return nil
-			}
-			hdr.Typeflag = tar.TypeChar // an overlay whiteout
-		case unix.S_IFIFO:
-			hdr.Typeflag = tar.TypeFifo
-		default: // block devices, sockets
-			stats.Skipped++
-			return nil
-		}
-		if hdr.PAXRecords, err = readXattrs(p); err != nil {
-			return fmt.Errorf("xattrs of %s: %w", name, err)
-		}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		stats.Entries++
-		if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-			return copyFile(tw, p, hdr.Size, buf)
-		}
-		return nil
-	})
-	if err != nil {
-		return stats, fmt.Errorf("snapshot layer: %w", err)
+	lw := &layerWriter{
+		tw:     tar.NewWriter(w),
+		links:  map[[2]uint64]string{},
+		buf:    make([]byte, 1<<20),
+		mounts: mounts,
 	}
-	return stats, tw.Close()
+	if err := lw.tree(root, ""); err != nil {
+		return lw.stats, fmt.Errorf("snapshot layer: %w", err)
+	}
+	return lw.stats, lw.tw.Close()
+}
+
+// layerWriter is one WriteLayer.
+type layerWriter struct {
+	tw     *tar.Writer
+	links  map[[2]uint64]string // (dev, ino) → first path, for files with nlink > 1
+	buf    []byte
+	mounts map[string]string
+	stats  LayerStats
+}
+
+// tree writes the entries below src, named prefix + their path relative to src.
+func (lw *layerWriter) tree(src, prefix string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == src {
+			return nil
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		name := prefix + filepath.ToSlash(rel)
+		if view, ok := lw.mounts["/"+name]; ok && d.IsDir() {
+			if err := lw.entry(view, name, true); err != nil {
+				return err
+			}
+			if err := lw.tree(view, name+"/"); err != nil {
+				return err
+			}
+			return filepath.SkipDir
+		}
+		return lw.entry(p, name, false)
+	})
+}
+
+// entry writes the file at p as name; opaque marks a directory as hiding the layers below.
+func (lw *layerWriter) entry(p, name string, opaque bool) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return fmt.Errorf("lstat %s: %w", name, err)
+	}
+	hdr := &tar.Header{
+		Name:    name,
+		Mode:    int64(st.Mode & 0o7777),
+		Uid:     int(st.Uid),
+		Gid:     int(st.Gid),
+		ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
+		Format:  tar.FormatPAX,
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+	case unix.S_IFREG:
+		key := [2]uint64{st.Dev, st.Ino}
+		if first, ok := lw.links[key]; ok {
+			hdr.Typeflag, hdr.Linkname = tar.TypeLink, first
+			lw.stats.Entries++
+			return lw.tw.WriteHeader(hdr) // a hard link has no attributes of its own
+		}
+		if st.Nlink > 1 {
+			lw.links[key] = name
+		}
+		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+	case unix.S_IFLNK:
+		target, err := os.Readlink(p)
+		if err != nil {
+			return fmt.Errorf("readlink %s: %w", name, err)
+		}
+		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
+	case unix.S_IFCHR:
+		if st.Rdev != 0 {
+			lw.stats.Skipped++
+			return nil
+		}
+		hdr.Typeflag = tar.TypeChar // an overlay whiteout
+	case unix.S_IFIFO:
+		hdr.Typeflag = tar.TypeFifo
+	default: // block devices, sockets
+		lw.stats.Skipped++
+		return nil
+	}
+	var err error
+	if hdr.PAXRecords, err = readXattrs(p); err != nil {
+		return fmt.Errorf("xattrs of %s: %w", name, err)
+	}
+	if opaque {
+		if hdr.PAXRecords == nil {
+			hdr.PAXRecords = map[string]string{}
+		}
+		hdr.PAXRecords["SCHILY.xattr.trusted.overlay.opaque"] = "y"
+	}
+	if err := lw.tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	lw.stats.Entries++
+	if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
+		return copyFile(lw.tw, p, hdr.Size, lw.buf)
+	}
+	return nil
 }
 
 // copyFile writes exactly size bytes of the file at p to w.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -115,9 +116,9 @@ func TestLayerRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var a, b bytes.Buffer
-	stats, err := WriteLayer(&a, src)
+	stats, err := WriteLayer(&a, src, nil)
 	must(t, err)
-	if _, err := WriteLayer(&b, src); err != nil {
+	if _, err := WriteLayer(&b, src, nil); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(a.Bytes()) != sha256.Sum256(b.Bytes()) {
@@ -139,7 +140,7 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 	// Re-archiving the extracted tree gives the same digest: the digest is the tree's.
 	var c bytes.Buffer
-	_, err = WriteLayer(&c, dst)
+	_, err = WriteLayer(&c, dst, nil)
 	must(t, err)
 	if sha256.Sum256(c.Bytes()) != sha256.Sum256(a.Bytes()) {
 		t.Error("digest of the extracted tree differs from the original's")
@@ -175,7 +176,7 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var buf bytes.Buffer
-	_, err := WriteLayer(&buf, src)
+	_, err := WriteLayer(&buf, src, nil)
 	must(t, err)
 	layer := t.TempDir()
 	must(t, ExtractLayer(&buf, layer))
@@ -241,4 +242,49 @@ func TestExtractRefusesEscapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A directory mount's view replaces the directory's content in the layer, written opaque.
+func TestWriteLayerMounts(t *testing.T) {
+	src := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(src, "workspace/app/sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "workspace/app/hidden"), []byte("under the mount"), 0o644))
+	must(t, os.WriteFile(filepath.Join(src, "workspace/other"), []byte("kept"), 0o644))
+	view := t.TempDir()
+	must(t, os.Chmod(view, 0o750))
+	must(t, os.MkdirAll(filepath.Join(view, "lib"), 0o755))
+	must(t, os.WriteFile(filepath.Join(view, "lib/index.js"), []byte("module.exports = 1"), 0o644))
+	var buf bytes.Buffer
+	_, err := WriteLayer(&buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view})
+	must(t, err)
+	tr := tar.NewReader(&buf)
+	seen := map[string]*tar.Header{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		seen[h.Name] = h
+	}
+	want := []string{"workspace/", "workspace/app/", "workspace/app/lib/", "workspace/app/lib/index.js", "workspace/other"}
+	if len(seen) != len(want) {
+		t.Errorf("entries = %v, want %v", keys(seen), want)
+	}
+	for _, n := range want {
+		if seen[n] == nil {
+			t.Errorf("missing %s (have %v)", n, keys(seen))
+		}
+	}
+	if h := seen["workspace/app/"]; h == nil || h.PAXRecords["SCHILY.xattr.trusted.overlay.opaque"] != "y" || h.Mode&0o777 != 0o750 {
+		t.Errorf("mount dir entry = %+v, want opaque with the view's mode 0750", h)
+	}
+}
+
+func keys(m map[string]*tar.Header) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

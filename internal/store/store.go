@@ -154,6 +154,15 @@ var migrations = []string{
 	`ALTER TABLE sandboxes ADD COLUMN snapshot_on_sleep INTEGER NOT NULL DEFAULT 0;
 	 ALTER TABLE sandboxes ADD COLUMN last_snapshot TEXT NOT NULL DEFAULT '';
 	 ALTER TABLE sandboxes ADD COLUMN last_snapshot_error TEXT NOT NULL DEFAULT '';`,
+	// 4: backups restored as mounts (dirmounts.go).
+	`CREATE TABLE dir_mounts (
+		sandbox_id TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+		path       TEXT NOT NULL,
+		backup_id  TEXT NOT NULL,
+		mount_id   TEXT NOT NULL,
+		created_at INTEGER NOT NULL,
+		PRIMARY KEY (sandbox_id, path)
+	 );`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -1,0 +1,272 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/rootfs"
+	"github.com/hutchdev/hutch/internal/store"
+)
+
+// Directory mounts: a backup restored as a mount. Directory D of the sandbox becomes an
+// overlay whose read-only layer is the backup's extracted tree on the host (shared by every
+// sandbox that restored it) and whose writable layer is <sandbox dir>/mounts/<mountID>/upper,
+// on the sandbox's disk. It is made on the host below the sandbox's root mount, which
+// propagates it into the running container (rootfs.Mount), and recorded in the store
+// (dir_mounts), so every later start (wake, restart, hutchd restart) mounts it again before the
+// container starts: the restore persists like any other change to the disk. A restore costs a
+// mount, not a copy, whatever the tree's size.
+
+// TreeSource gives the host directory holding the extracted tree of a backup;
+// internal/backup's tree cache implements it. Errors: BACKUP_NOT_FOUND when the backup is
+// gone and its tree is not cached.
+type TreeSource interface {
+	Tree(ctx context.Context, backupID string) (string, error)
+}
+
+// SetTreeSource gives the manager the trees of backups mounted in sandboxes; call it before
+// serving. Without one, sandboxes with directory mounts cannot start.
+func (m *Manager) SetTreeSource(t TreeSource) { m.trees.Store(&t) }
+
+// ErrMountsUnsupported is MountBackup's error when the sandbox cannot take a directory mount
+// (its root was mounted by an older hutchd without propagation); callers fall back to copying.
+var ErrMountsUnsupported = errors.New("sandbox cannot take directory mounts until it restarts")
+
+// MountBackup makes directory dir (absolute, clean, as the sandbox sees it) of sandbox id show
+// the backup tree at host directory tree, starting the sandbox if it is not running. Symlinks
+// in dir resolve inside the sandbox; missing directories are created. The resolved directory
+// must be equal to or below one of roots. A directory mount already at the resolved path is
+// replaced, and those below it are removed (the new one hides them), their changes discarded;
+// the sandbox's own files that were in the directory stay on its disk, hidden. It returns the
+// resolved directory. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, the start's errors,
+// INVALID_BACKUP_CONFIG (context {dir, resolved, allowedRoots}: outside roots, or through a
+// dangling symlink or a file), ErrMountsUnsupported, mount errors.
+func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree string, roots []string) (string, error) {
+	if err := ValidateID(id); err != nil {
+		return "", err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if err := m.ensureLocked(ctx, rec, nil); err != nil {
+		return "", err
+	}
+	merged := filepath.Join(m.sandboxDir(id), "rootfs")
+	if shared, err := rootfs.IsShared(merged); err != nil {
+		return "", err
+	} else if !shared {
+		return "", ErrMountsUnsupported
+	}
+	f, resolved, err := openMountPoint(merged, dir, roots)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	old, err := m.store.DirMounts(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	// Take down the mounts the new one replaces: at its path, then below it.
+	for i := len(old) - 1; i >= 0; i-- {
+		o := old[i]
+		if o.Path != resolved && !strings.HasPrefix(o.Path, resolved+"/") {
+			continue
+		}
+		g, _, err := rootfs.OpenDir(merged, o.Path, false)
+		if err != nil {
+			continue // gone from the tree (renamed away): stays mounted until the sandbox stops
+		}
+		err = rootfs.UnmountDir(g)
+		g.Close()
+		if err != nil {
+			return "", fmt.Errorf("replace mount at %s: %w", o.Path, err)
+		}
+	}
+	if o := findMount(old, resolved); o != nil {
+		// The descriptor may name the old mount's root: open the directory below it again.
+		f.Close()
+		if f, _, err = openMountPoint(merged, resolved, roots); err != nil {
+			return "", err
+		}
+	}
+	mid, err := newMountID()
+	if err != nil {
+		return "", err
+	}
+	mdir := m.mountDir(id, mid)
+	if err := rootfs.MountDir(f, "hutch-backup-"+backupID, tree, filepath.Join(mdir, "upper"), filepath.Join(mdir, "work")); err != nil {
+		os.RemoveAll(mdir)
+		return "", err
+	}
+	gone, err := m.store.PutDirMount(ctx, store.DirMount{SandboxID: id, Path: resolved, BackupID: backupID, MountID: mid})
+	if err != nil {
+		_ = rootfs.UnmountDir(f)
+		os.RemoveAll(mdir)
+		return "", err
+	}
+	for _, g := range gone {
+		if err := os.RemoveAll(m.mountDir(id, g.MountID)); err != nil {
+			m.log.WarnContext(ctx, "remove replaced mount", "sandbox_id", id, "path", g.Path, "err", err)
+		}
+	}
+	m.touch(id)
+	m.log.InfoContext(ctx, "backup mounted", "sandbox_id", id, "dir", resolved, "backup_id", backupID, "mount_id", mid)
+	return resolved, nil
+}
+
+func findMount(ms []store.DirMount, path string) *store.DirMount {
+	for i := range ms {
+		if ms[i].Path == path {
+			return &ms[i]
+		}
+	}
+	return nil
+}
+
+// openMountPoint opens (creating) dir inside the sandbox root merged and checks the roots.
+func openMountPoint(merged, dir string, roots []string) (*os.File, string, error) {
+	f, resolved, err := rootfs.OpenDir(merged, dir, true)
+	if err != nil {
+		if errors.Is(err, rootfs.ErrDangling) || errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
+			return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q cannot be a directory in the sandbox: %v", dir, err).
+				With("dir", dir).With("allowedRoots", roots)
+		}
+		return nil, "", err
+	}
+	for _, r := range roots {
+		if resolved == r || strings.HasPrefix(resolved, r+"/") {
+			return f, resolved, nil
+		}
+	}
+	f.Close()
+	return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q resolves to %q, which is not under an allowed root (%s)",
+		dir, resolved, strings.Join(roots, ", ")).With("dir", dir).With("resolved", resolved).With("allowedRoots", roots)
+}
+
+func isNotDir(err error) bool { return errors.Is(err, unix.ENOTDIR) }
+
+func newMountID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("mount id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func (m *Manager) mountDir(id, mid string) string {
+	return filepath.Join(m.sandboxDir(id), "mounts", mid)
+}
+
+func (m *Manager) touch(id string) {
+	m.mu.RLock()
+	inst := m.instances[id]
+	m.mu.RUnlock()
+	if inst != nil {
+		inst.touch()
+	}
+}
+
+// mountDirs mounts sandbox id's directory mounts below its root merged, parents first, before
+// its container starts. A mount whose backup is gone for good (deleted, and its tree not
+// cached) is dropped with an error in the log; other failures fail the start.
+func (m *Manager) mountDirs(ctx context.Context, id, merged string) error {
+	ms, err := m.store.DirMounts(ctx, id)
+	if err != nil || len(ms) == 0 {
+		return err
+	}
+	src := m.trees.Load()
+	if src == nil {
+		return errdefs.New(errdefs.CodeUnavailable, "directory mounts are not available on this host")
+	}
+	for _, d := range ms {
+		tree, err := (*src).Tree(ctx, d.BackupID)
+		if errdefs.IsCode(err, errdefs.CodeBackupNotFound) {
+			m.log.ErrorContext(ctx, "restored backup is gone: dropping its mount", "sandbox_id", id, "dir", d.Path, "backup_id", d.BackupID)
+			_ = m.store.DeleteDirMount(ctx, id, d.Path)
+			_ = os.RemoveAll(m.mountDir(id, d.MountID))
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", d.Path, err)
+		}
+		f, _, err := rootfs.OpenDir(merged, d.Path, true)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", d.Path, err)
+		}
+		err = rootfs.MountDir(f, "hutch-backup-"+d.BackupID, tree, filepath.Join(m.mountDir(id, d.MountID), "upper"), filepath.Join(m.mountDir(id, d.MountID), "work"))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
+
+// DirMountViews mounts a read-only view of each directory mount of sandbox id (its upper over
+// its tree) in a private directory and returns path inside the sandbox → view directory, and
+// the function that unmounts them. It reads no path the sandbox controls. Callers hold the
+// sandbox still (Capture, or asleep).
+func (m *Manager) dirMountViews(ctx context.Context, id string) (map[string]string, func(), error) {
+	ms, err := m.store.DirMounts(ctx, id)
+	if err != nil || len(ms) == 0 {
+		return nil, func() {}, err
+	}
+	src := m.trees.Load()
+	if src == nil {
+		return nil, func() {}, errdefs.New(errdefs.CodeUnavailable, "directory mounts are not available on this host")
+	}
+	views := map[string]string{}
+	var made []string
+	cleanup := func() {
+		for _, v := range made {
+			if err := rootfs.Unmount(v); err != nil {
+				m.log.ErrorContext(ctx, "unmount view", "path", v, "err", err)
+			}
+			os.Remove(v)
+		}
+	}
+	for _, d := range ms {
+		tree, err := (*src).Tree(ctx, d.BackupID)
+		if err != nil {
+			cleanup()
+			return nil, func() {}, fmt.Errorf("view of %s: %w", d.Path, err)
+		}
+		mdir := m.mountDir(id, d.MountID)
+		v := filepath.Join(mdir, "view")
+		if err := rootfs.MountReadOnly([]string{filepath.Join(mdir, "upper"), tree}, v); err != nil {
+			cleanup()
+			return nil, func() {}, err
+		}
+		made = append(made, v)
+		views[d.Path] = v
+	}
+	return views, cleanup, nil
+}
+
+// dropDirMounts forgets every directory mount of sandbox id and removes their directories (the
+// sandbox's container is gone: its disk is being reset).
+func (m *Manager) dropDirMounts(ctx context.Context, id string) error {
+	ms, err := m.store.DeleteDirMounts(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, d := range ms {
+		if err := os.RemoveAll(m.mountDir(id, d.MountID)); err != nil {
+			return fmt.Errorf("remove mount %s: %w", d.Path, err)
+		}
+	}
+	return nil
+}
