@@ -86,8 +86,9 @@ type Service struct {
 	locks    map[string]*sandboxLock // sandbox ID → lock; guarded by mu
 	inflight map[string]bool         // backup IDs being created; guarded by mu
 
-	trees   *Trees  // set by EnableMounts
-	mounter Mounter // set by EnableMounts
+	trees   *Trees    // set by EnableMounts
+	mounter Mounter   // set by EnableMounts
+	opener  DirOpener // set by EnableHostArchive
 }
 
 type sandboxLock struct {

@@ -8,11 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/archive"
 )
 
 // Agent protocol names (api/agent.md "Backups"; the agent package defines the same).
@@ -25,9 +28,21 @@ const (
 // cleanupTimeout bounds the removal of a failed backup's blobs.
 const cleanupTimeout = 30 * time.Second
 
+// DirOpener opens a sandbox's directory from the host (*sandbox.Manager implements it): see
+// EnableHostArchive.
+type DirOpener interface {
+	OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error)
+}
+
+// EnableHostArchive makes Create read directories from the host through o instead of asking
+// the sandbox's agent (except with gitignore, which needs git inside the sandbox): hutchd's
+// own CPUs archive the tree, not the sandbox's CPU quota. Call it before serving.
+func (s *Service) EnableHostArchive(o DirOpener) { s.opener = o }
+
 // Create backs up directory req.Dir of sandbox sandboxID (starting the sandbox if needed) and
-// returns the new backup's record. The archive streams from the agent through the zstd
-// encoder into the blob store; no temporary file is written.
+// returns the new backup's record. The archive (archive.WriteRoot's format) streams from the
+// host's view of the directory (EnableHostArchive) or from the agent, through the zstd encoder,
+// into the blob store; no temporary file is written.
 //
 // Errors: INVALID_BACKUP_CONFIG (dir, also when the agent finds it resolves outside
 // AllowedRoots through a symlink; name; ttl outside MinTTL…MaxTTL; excludes), SANDBOX_NOT_FOUND and the other
@@ -55,26 +70,43 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 	defer s.setInflight(id, false)
 
 	start := time.Now()
-	body, _ := json.Marshal(struct {
-		Dir       string   `json:"dir"`
-		Excludes  []string `json:"excludes,omitempty"`
-		Gitignore bool     `json:"gitignore,omitempty"`
-	}{dir, req.Excludes, req.Gitignore})
-	resp, err := agentCall(ctx, tr, "/api/backup/archive", bytes.NewReader(body), "application/json")
-	if err != nil {
-		return Backup{}, err
+	var src io.Reader
+	var finish func() error // reports whether the tar stream was complete
+	var warnings []string
+	where := "agent"
+	if s.opener != nil && !req.Gitignore {
+		where = "host"
+		root, _, err := s.opener.OpenDir(ctx, sandboxID, dir, AllowedRoots)
+		if err != nil {
+			return Backup{}, err
+		}
+		defer root.Close()
+		var stop func()
+		src, finish, stop = hostArchive(ctx, root, req.Excludes)
+		defer stop() // before root.Close
+
+	} else {
+		body, _ := json.Marshal(struct {
+			Dir       string   `json:"dir"`
+			Excludes  []string `json:"excludes,omitempty"`
+			Gitignore bool     `json:"gitignore,omitempty"`
+		}{dir, req.Excludes, req.Gitignore})
+		resp, err := agentCall(ctx, tr, "/api/backup/archive", bytes.NewReader(body), "application/json")
+		if err != nil {
+			return Backup{}, err
+		}
+		defer resp.Body.Close()
+		src, finish, warnings = resp.Body, func() error { return agentTrailers(resp) }, resp.Header.Values(warningHeader)
 	}
-	defer resp.Body.Close()
-	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: time.Now().UTC(),
-		Warnings: resp.Header.Values(warningHeader)}
+	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: time.Now().UTC(), Warnings: warnings}
 	b.ExpiresAt = b.CreatedAt.Add(ttl)
 
-	// agent → zstd → pipe → blob store.
+	// source → zstd → pipe → blob store.
 	pr, pw := io.Pipe()
 	var tarBytes int64
 	done := make(chan error, 1)
 	go func() {
-		err := s.compress(pw, resp, &tarBytes)
+		err := s.compress(pw, src, finish, &tarBytes)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -98,7 +130,7 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 		s.cleanup(id, true)
 		return Backup{}, createFailed(ctx, dir, fmt.Errorf("record backup: %w", err))
 	}
-	s.log.InfoContext(ctx, "backup created", "backup_id", id, "sandbox_id", sandboxID, "dir", dir,
+	s.log.InfoContext(ctx, "backup created", "backup_id", id, "sandbox_id", sandboxID, "dir", dir, "read_by", where,
 		"tar_bytes", tarBytes, "size_bytes", n, "duration", time.Since(start).Round(time.Millisecond))
 	return b, nil
 }
@@ -106,21 +138,33 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 // errPutEnded closes the pipe's read side once Put has returned.
 var errPutEnded = errors.New("blob put ended")
 
-// compress copies the agent's tar into w through a zstd encoder and checks the reply's
-// trailers: the archive is complete only when the agent says so.
-func (s *Service) compress(w io.Writer, resp *http.Response, tarBytes *int64) error {
+// compress copies the tar stream src into w through a zstd encoder; the archive is complete
+// only when finish (called once src is drained) says so.
+func (s *Service) compress(w io.Writer, src io.Reader, finish func() error, tarBytes *int64) error {
 	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(s.cfg.EncoderThreads), zstd.WithEncoderLevel(zstd.SpeedFastest))
 	if err != nil {
 		return fmt.Errorf("zstd encoder: %w", err)
 	}
-	n, err := enc.ReadFrom(resp.Body)
+	n, err := enc.ReadFrom(src)
 	*tarBytes = n
 	if err != nil {
 		enc.Close()
-		return fmt.Errorf("read archive from the agent: %w", err)
+		return fmt.Errorf("read archive: %w", err)
 	}
-	if v := resp.Trailer.Get(errorTrailer); v != "" {
+	if err := finish(); err != nil {
 		enc.Close()
+		return err
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Errorf("zstd: %w", err)
+	}
+	return nil
+}
+
+// agentTrailers checks the agent's reply trailers: the archive is complete only when the agent
+// says so.
+func agentTrailers(resp *http.Response) error {
+	if v := resp.Trailer.Get(errorTrailer); v != "" {
 		var env errdefs.Envelope
 		if json.Unmarshal([]byte(v), &env) == nil && env.Code != "" {
 			return env.Err()
@@ -128,13 +172,26 @@ func (s *Service) compress(w io.Writer, resp *http.Response, tarBytes *int64) er
 		return errdefs.Newf(errdefs.CodeInternal, "agent: archive failed: %s", v)
 	}
 	if resp.Trailer.Get(statsTrailer) == "" {
-		enc.Close()
 		return errdefs.New(errdefs.CodeInternal, "agent: archive stream ended without its completion trailer")
 	}
-	if err := enc.Close(); err != nil {
-		return fmt.Errorf("zstd: %w", err)
-	}
 	return nil
+}
+
+// hostArchive streams the tar of root (archive.WriteRoot) through a pipe; finish returns the
+// writer's error once the stream is drained; stop ends the writer early (if it still runs) and
+// waits for it, so root can be closed.
+func hostArchive(ctx context.Context, root *os.Root, excludes []string) (src io.Reader, finish func() error, stop func()) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := archive.WriteRoot(ctx, pw, root, archive.Options{Excludes: excludes})
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	var once sync.Once
+	var result error
+	wait := func() error { once.Do(func() { result = <-done }); return result }
+	return pr, wait, func() { pr.CloseWithError(errPutEnded); wait() }
 }
 
 // createFailed classifies a failure after the archive stream started.

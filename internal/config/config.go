@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/volume"
 )
 
 // Config is hutchd's configuration.
@@ -109,6 +110,17 @@ type Config struct {
 	// BackupOrphanAge is how old an archive without metadata (a failed or killed backup) must
 	// be before the GC removes it. Default 1h.
 	BackupOrphanAge Duration `json:"backupOrphanAge"`
+
+	// DataVolume is the image file of the data volume (internal/volume): an ext4 file system,
+	// loop-mounted at <StateDir>/data, that holds the sandboxes' disks, the snapshot layer cache
+	// and the backup tree cache. "off" keeps them in StateDir's own file system (for a state dir
+	// on a dedicated disk). Default <StateDir>/data.img.
+	DataVolume string `json:"dataVolume"`
+	// DataVolumeSize is the volume's size ("64G", "512M"; space reserved up front), used when
+	// the image is created or to grow it; "auto" (the default) is 20% of the free space of the
+	// state dir's file system at creation, between 2 GiB and 64 GiB (as LXD sizes its default
+	// loop-backed pool).
+	DataVolumeSize string `json:"dataVolumeSize"`
 }
 
 // Duration is a time.Duration that reads "5s" in JSON.
@@ -157,6 +169,7 @@ func Defaults() Config {
 		BlobStore:        "local",
 		BackupGCInterval: Duration(10 * time.Minute),
 		BackupOrphanAge:  Duration(time.Hour),
+		DataVolumeSize:   "auto",
 	}
 }
 
@@ -202,6 +215,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	s3TLS := fs.Bool("s3-tls", false, "use https to the S3 endpoint (env HUTCH_S3_TLS=true)")
 	backupGC := fs.Duration("backup-gc-interval", 0, "how often expired backups are removed (env HUTCH_BACKUP_GC_INTERVAL; default 10m)")
 	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
+	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
+	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
 	}
@@ -252,6 +267,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.PreviewTLSKey, *previewKey, "HUTCH_PREVIEW_TLS_KEY")
 	pick(&c.BlobStore, *blobStore, "HUTCH_BLOB_STORE")
 	pick(&c.BlobDir, *blobDir, "HUTCH_BLOB_DIR")
+	pick(&c.DataVolume, *dataVolume, "HUTCH_DATA_VOLUME")
+	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
 	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
 	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
 	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
@@ -332,6 +349,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	if c.BlobDir == "" {
 		c.BlobDir = filepath.Join(c.StateDir, "blobs")
 	}
+	if c.DataVolume == "" {
+		c.DataVolume = filepath.Join(c.StateDir, "data.img")
+	}
 	return c, c.Validate()
 }
 
@@ -368,6 +388,14 @@ func (c Config) Validate() error {
 	for _, r := range c.DenyRanges {
 		if _, err := netip.ParsePrefix(r); err != nil {
 			bad("deny range %q: %v", r, err)
+		}
+	}
+	if c.DataVolume != "off" && c.DataVolume != "" && !filepath.IsAbs(c.DataVolume) {
+		bad("data volume %q must be an absolute path or \"off\"", c.DataVolume)
+	}
+	if c.DataVolumeSize != "auto" && c.DataVolumeSize != "" {
+		if _, err := volume.ParseSize(c.DataVolumeSize); err != nil {
+			bad("data volume size %q: %v (or \"auto\")", c.DataVolumeSize, err)
 		}
 	}
 	if c.PreviewListen != "off" {

@@ -91,8 +91,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer eg.Close()
 
 	imgs := &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image")), log: log.With("component", "image")}
+	dataDir, err := openDataDir(ctx, cfg, log.With("component", "volume"))
+	if err != nil {
+		return err
+	}
 	mgr, err := sandbox.New(sandbox.Config{
 		StateDir:         cfg.StateDir,
+		DataDir:          dataDir,
 		AgentBinary:      cfg.AgentBinary,
 		ExtraCACerts:     cfg.ExtraCACerts,
 		StopGrace:        time.Duration(cfg.StopGrace),
@@ -113,17 +118,18 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Restores are mounts of backup trees extracted once into <state>/backup-trees.
-	trees, err := bk.EnableMounts(filepath.Join(cfg.StateDir, "backup-trees"), mgr)
+	// Restores are mounts of backup trees extracted once into <data>/backup-trees.
+	trees, err := bk.EnableMounts(filepath.Join(dataDir, "backup-trees"), mgr)
 	if err != nil {
 		return err
 	}
 	mgr.SetTreeSource(trees)
+	bk.EnableHostArchive(mgr)
 	gcCtx, stopGC := context.WithCancel(ctx)
 	defer stopGC()
 	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))
-	// Snapshots: layers cached under <state>/layers, GC of unused ones at start and hourly.
-	layers, err := snapshot.NewCache(filepath.Join(cfg.StateDir, "layers"), blobs, log.With("component", "snapshot"))
+	// Snapshots: layers cached under <data>/layers, GC of unused ones at start and hourly.
+	layers, err := snapshot.NewCache(filepath.Join(dataDir, "layers"), blobs, log.With("component", "snapshot"))
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/client"
 )
 
@@ -155,6 +157,19 @@ func (d *Daemon) end(sig syscall.Signal) {
 	}
 	d.log.Close()
 	d.cmd = nil
+}
+
+// UnmountData unmounts the data volume hutchd mounted at <StateDir>/data (hutchd leaves it
+// mounted when it stops, for the sandboxes it leaves running); its loop device goes with it.
+// Call it after Stop, once no sandbox of the daemon is left. Not mounted is not an error.
+func (d *Daemon) UnmountData() error {
+	mp := filepath.Join(d.StateDir, "data")
+	if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmount %s: %w", mp, err)
+		}
+	}
+	return nil
 }
 
 // Client returns an SDK client for this hutchd.

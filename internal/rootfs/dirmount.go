@@ -122,9 +122,9 @@ func resolvedPath(f *os.File, root string) (string, error) {
 	return "/" + rest, nil
 }
 
-// fdPath names an open file for path-based system calls (the kernel follows the magic link to
+// FDPath names an open file for path-based system calls (the kernel follows the magic link to
 // the very file, whatever happened to its path since).
-func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+func FDPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
 // IsMountRoot reports whether the open directory f is the root of a mount.
 func IsMountRoot(f *os.File) (bool, error) {
@@ -173,7 +173,7 @@ func MountDir(f *os.File, source, lower, upper, work string) error {
 		return fmt.Errorf("rootfs: %w", err)
 	}
 	opts := "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work
-	if err := unix.Mount(source, fdPath(f), "overlay", 0, opts); err != nil {
+	if err := unix.Mount(source, FDPath(f), "overlay", 0, opts); err != nil {
 		return fmt.Errorf("rootfs: mount overlay: %w", err)
 	}
 	return nil
@@ -201,7 +201,7 @@ func UnmountDir(f *os.File) error {
 	if err != nil || !root {
 		return err
 	}
-	if err := unix.Unmount(fdPath(f), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+	if err := unix.Unmount(FDPath(f), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fmt.Errorf("rootfs: unmount: %w", err)
 	}
 	return nil

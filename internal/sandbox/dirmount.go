@@ -146,10 +146,8 @@ func openMountPoint(merged, dir string, roots []string) (*os.File, string, error
 		}
 		return nil, "", err
 	}
-	for _, r := range roots {
-		if resolved == r || strings.HasPrefix(resolved, r+"/") {
-			return f, resolved, nil
-		}
+	if within(resolved, roots) {
+		return f, resolved, nil
 	}
 	f.Close()
 	return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q resolves to %q, which is not under an allowed root (%s)",
@@ -269,4 +267,57 @@ func (m *Manager) dropDirMounts(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// OpenDir opens directory dir (absolute, clean, as the sandbox sees it) of sandbox id for
+// reading from the host, starting the sandbox if it is not running: symlinks in dir resolve
+// inside the sandbox, and the resolved directory must be equal to or below one of roots. The
+// returned os.Root confines every access below it, so the sandbox cannot steer a walk of it
+// onto the host by swapping directories for symlinks meanwhile; it shows the sandbox's files,
+// directory mounts included. The caller closes it. Errors: INVALID_SANDBOX_ID,
+// SANDBOX_NOT_FOUND, the start's errors, FILE_NOT_FOUND, NOT_DIRECTORY (context.path),
+// INVALID_BACKUP_CONFIG (outside roots; context {dir, resolved, allowedRoots}).
+func (m *Manager) OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, "", err
+	}
+	unlock := m.lock(id)
+	defer unlock()
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := m.ensureLocked(ctx, rec, nil); err != nil {
+		return nil, "", err
+	}
+	f, resolved, err := rootfs.OpenDir(filepath.Join(m.sandboxDir(id), "rootfs"), dir, false)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", errdefs.Newf(errdefs.CodeFileNotFound, "%s does not exist", dir).With("path", dir)
+	case isNotDir(err):
+		return nil, "", errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+	case err != nil:
+		return nil, "", err
+	}
+	defer f.Close()
+	if !within(resolved, roots) {
+		return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q resolves to %q, which is not under an allowed root (%s)",
+			dir, resolved, strings.Join(roots, ", ")).With("dir", dir).With("resolved", resolved).With("allowedRoots", roots)
+	}
+	root, err := os.OpenRoot(rootfs.FDPath(f))
+	if err != nil {
+		return nil, "", fmt.Errorf("open %s: %w", dir, err)
+	}
+	m.touch(id)
+	return root, resolved, nil
+}
+
+// within reports whether p is equal to or below one of roots.
+func within(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
 }

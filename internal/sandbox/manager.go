@@ -84,8 +84,11 @@ type RootFS interface {
 
 // Config is the manager's configuration.
 type Config struct {
-	// StateDir holds sandboxes/<id>/{upper,work,rootfs,run,etc} and the agent binary copy.
+	// StateDir holds the agent binary copy and the agents' sockets.
 	StateDir string
+	// DataDir holds sandboxes/<id>/{upper,work,rootfs,etc,mounts}: the sandboxes' disks (the
+	// data volume's mountpoint, see internal/volume). Default StateDir.
+	DataDir string
 	// AgentBinary is the host path of the static hutch-init binary.
 	AgentBinary string
 	// ExtraCACerts are PEM files appended to the sandbox's CA bundle (an operator's proxy CA).
@@ -184,6 +187,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 	}
 	if cfg.AgentTimeout <= 0 {
 		cfg.AgentTimeout = 30 * time.Second
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = cfg.StateDir
 	}
 	if cfg.IdleCheckInterval <= 0 {
 		cfg.IdleCheckInterval = time.Second
@@ -522,7 +528,7 @@ func (m *Manager) Close() {
 	m.agentsDir.Close()
 }
 
-func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
+func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.DataDir, "sandboxes", id) }
 
 func validateEnv(env map[string]string) error {
 	for k := range env {

@@ -72,14 +72,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 		}
 	}
 	// Mounts, namespaces and links that belong to no running sandbox.
-	prefix := filepath.Join(m.cfg.StateDir, "sandboxes") + "/"
+	prefix := filepath.Join(m.cfg.DataDir, "sandboxes") + "/"
 	mounts, err := m.rootfs.Mounted(prefix)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("recover: list mounts: %w", err))
 	}
 	for _, mp := range mounts {
-		id, _, _ := strings.Cut(strings.TrimPrefix(mp, prefix), "/")
-		if _, ok := keep[id]; ok {
+		id, rest, _ := strings.Cut(strings.TrimPrefix(mp, prefix), "/")
+		if _, ok := keep[id]; ok && !isViewMount(rest) {
 			continue
 		}
 		m.log.WarnContext(ctx, "removing stray mount", "path", mp)
@@ -118,4 +118,12 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 	m.mu.Unlock()
 	m.log.InfoContext(ctx, "sandbox re-adopted", "sandbox_id", rec.ID, "pid", st.Pid)
 	return true
+}
+
+// isViewMount reports whether rest (a mountpoint below a sandbox's directory) is the read-only
+// view of a directory mount that a snapshot made (mounts/<mountID>/view), which a crash during
+// the snapshot may leave behind.
+func isViewMount(rest string) bool {
+	parts := strings.Split(rest, "/")
+	return len(parts) == 3 && parts[0] == "mounts" && parts[2] == "view"
 }

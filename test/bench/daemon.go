@@ -60,6 +60,7 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string, extra ...str
 		"--tls-port", tlsPort,
 		"--preview-listen", previewListen,
 		"--log-level", "debug",
+		"--data-volume-size", "16G",
 	}
 	d.Args = append(d.Args, extra...)
 	return d, d.Start(ctx)

@@ -7,8 +7,9 @@ package main
 //	    npm registry through the egress proxy; sizes of node_modules;
 //	(b) CreateBackup of the project directory, against `tar c | zstd` of the same tree on the
 //	    host (over the sandbox's upper directory) and `tar c` inside the sandbox;
-//	(c) RestoreBackup into a fresh sandbox until `node -e "require(...)"` runs there, against
-//	    `zstd -d | tar x` of the baseline archive on the host;
+//	(c) RestoreBackup into a fresh sandbox until `node -e "require(...)"` runs there, with the
+//	    backup's tree not cached on the host (fetched from the blob store and extracted) and
+//	    cached, against `zstd -d | tar x` of the baseline archive on the host;
 //	(d) Snapshot of the sandbox; new sandboxes from the snapshot (the layer cached, and fetched
 //	    from the blob store after hutchd is restarted without it); 4 sandboxes from the
 //	    snapshot and Fork(4) (snapshot + 4 forks), until each fork reads a file of
@@ -84,8 +85,11 @@ type headline struct {
 	backupBytes, tarBytes  int64
 	archive                string // a host baseline archive, for the extraction baseline
 	// (c)
-	rsCreate, rsRestore, rsFirst, rsTotal time.Duration
-	hostUntar, shmUntar                   series
+	rsCreate               series
+	rsBlobCall, rsBlob     series // tree not cached: RestoreBackup; RestoreBackup → first command
+	rsCachedCall, rsCached series // tree cached: the same
+	rsCachedTotal          series // tree cached: create + RestoreBackup → first command
+	hostUntar, shmUntar    series
 	// (d)
 	snapshot                 time.Duration
 	snapID                   string
@@ -141,6 +145,9 @@ func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
 			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
 		}
 		h.d.Stop()
+		if uerr := h.d.UnmountData(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
 		if cerr := removeCgroupParents(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
@@ -207,7 +214,7 @@ func removeCgroupParents() error {
 
 // upper is the host path of sandbox id's upper directory (its own writes).
 func (h *headline) upper(id string) string {
-	return filepath.Join(h.d.StateDir, "sandboxes", id, "upper")
+	return filepath.Join(h.d.StateDir, "data", "sandboxes", id, "upper")
 }
 
 // timed runs fn and returns how long it took.

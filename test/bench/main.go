@@ -131,6 +131,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
 		}
 		d.Stop()
+		if uerr := d.UnmountData(); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
 		switch {
 		case cfg.keepWork:
 			progress("hutchd log: %s", d.LogPath)

@@ -168,3 +168,34 @@ func TestBackupRestoreMountAbuse(t *testing.T) {
 		t.Logf("note: host has /workspace entries (not ours): %v", ents)
 	}
 }
+
+// Backups read the sandbox's directory from the host. A sandbox that swaps a directory for a
+// symlink to its root while backups run must not get host files into its archives.
+func TestBackupHostReadRace(t *testing.T) {
+	requireEnv(t)
+	a := sandbox(t, "e2e-bak-race", &client.SandboxOptions{InstanceType: "basic"})
+	marker := "hutch-e2e-race-marker"
+	if err := os.WriteFile("/"+marker, []byte("host secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove("/" + marker) })
+	mustExec(t, a, "mkdir -p /workspace/race/d/sub && for i in $(seq 1 200); do echo $i > /workspace/race/d/sub/f$i; done")
+	if _, err := a.StartProcess(ctxT(t, time.Minute), "cd /workspace/race && while :; do mv d d2; ln -s / d; ln -sfn / e; rm d; mv d2 d; done", client.ProcessOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		bk, err := a.CreateBackup(ctxT(t, 2*time.Minute), client.BackupOptions{Dir: "/workspace/race"})
+		if err != nil {
+			// A directory that vanishes part way may fail a backup; it must never leak.
+			t.Logf("backup %d: %v", i, err)
+			continue
+		}
+		dir := "/workspace/check" + string(rune('a'+i))
+		if _, err := a.RestoreBackup(ctxT(t, 2*time.Minute), bk.ID, dir); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustExec(t, a, "find "+dir+" -name '"+marker+"' -o -name shadow -o -name hostname | head -3"); got != "" {
+			t.Fatalf("backup %d holds host files: %q", i, got)
+		}
+	}
+}

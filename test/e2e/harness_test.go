@@ -90,6 +90,7 @@ func runMain(m *testing.M) int {
 		cancel()
 		fmt.Fprintln(os.Stderr, "e2e: image build:", err)
 		d.Stop()
+		cleanupState(d)
 		return 1
 	}
 	cancel()
@@ -145,12 +146,16 @@ func startDaemon() (*daemontest.Daemon, error) {
 		"--upstream", gitHost + "=" + gitAddr,
 		"--preview-listen", previewAddr,
 		"--log-level", "debug",
+		"--data-volume-size", "12G",
 	}
 	return dm, dm.Start(context.Background())
 }
 
 // cleanupState removes the daemon's state dir, unless something is still mounted below it.
 func cleanupState(dm *daemontest.Daemon) {
+	if err := dm.UnmountData(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: cleanup:", err)
+	}
 	if m := mountsUnder(dm.StateDir); len(m) == 0 {
 		os.RemoveAll(dm.StateDir)
 	}

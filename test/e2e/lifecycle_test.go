@@ -53,7 +53,7 @@ func assertAsleep(t *testing.T, id string) {
 	if _, err := os.Stat("/var/run/netns/" + nsPrefix + id); err == nil {
 		t.Errorf("sleeping %s still has its network namespace", id)
 	}
-	for _, m := range mountsUnder(filepath.Join(d.StateDir, "sandboxes", id)) {
+	for _, m := range mountsUnder(filepath.Join(d.StateDir, "data", "sandboxes", id)) {
 		t.Errorf("sleeping %s still has mount %s", id, m)
 	}
 	for _, cg := range scanLeftovers(t).cgroups {
@@ -61,7 +61,7 @@ func assertAsleep(t *testing.T, id string) {
 			t.Errorf("sleeping %s still has cgroup %s", id, cg)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(d.StateDir, "sandboxes", id, "upper")); err != nil {
+	if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "upper")); err != nil {
 		t.Errorf("sleeping %s lost its disk: %v", id, err)
 	}
 }

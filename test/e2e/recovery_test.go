@@ -80,7 +80,7 @@ func scanLeftovers(t *testing.T) leftovers {
 			}
 		}
 	}
-	l.mounts = mountsUnder(filepath.Join(d.StateDir, "sandboxes"))
+	l.mounts = mountsUnder(filepath.Join(d.StateDir, "data", "sandboxes"))
 	for _, ctl := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
 		ents, err := os.ReadDir(filepath.Join(ctl, cgroupDir))
 		if err != nil {

@@ -151,25 +151,43 @@ func matchGlob(glob, s string) bool {
 // written), one that grows is cut at its size. An error after the first byte was written
 // leaves w with a truncated archive: the caller must report the failure out of band.
 func Write(ctx context.Context, w io.Writer, dir string, opts Options) (Stats, error) {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return Stats{}, files.MapError(err, dir)
+	}
+	if !fi.IsDir() {
+		return Stats{}, errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Stats{}, files.MapError(err, dir)
+	}
+	defer root.Close()
+	return WriteRoot(ctx, w, root, opts)
+}
+
+// WriteRoot is Write of the directory open as root. Every entry is reached relative to its own
+// directory's descriptor (an os.Root per directory), never through a path, and symlinks are
+// never followed: a tree that its owner changes meanwhile (a directory swapped for a symlink)
+// cannot lead the walk outside root. hutchd uses it to archive a sandbox's directory from the
+// host, where the sandbox's symlinks would otherwise resolve against the host's root.
+func WriteRoot(ctx context.Context, w io.Writer, root *os.Root, opts Options) (Stats, error) {
 	var st Stats
 	m, err := newMatcher(opts)
 	if err != nil {
 		return st, err
 	}
-	fi, err := os.Stat(dir)
+	fi, err := root.Stat(".")
 	if err != nil {
-		return st, files.MapError(err, dir)
-	}
-	if !fi.IsDir() {
-		return st, errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+		return st, files.MapError(err, root.Name())
 	}
 	bw := bufio.NewWriterSize(w, bufSize)
-	a := &writer{ctx: ctx, tw: tar.NewWriter(bw), top: dir, m: m, st: &st,
+	a := &writer{ctx: ctx, tw: tar.NewWriter(bw), m: m, st: &st,
 		buf: make([]byte, bufSize), links: map[inode]string{}}
-	if err := a.entry(dir, ".", fi); err != nil {
+	if err := a.entry(root, ".", ".", fi); err != nil {
 		return st, err
 	}
-	if err := a.walk(dir, ""); err != nil {
+	if err := a.walk(root, ""); err != nil {
 		return st, err
 	}
 	if err := a.tw.Close(); err != nil {
@@ -186,48 +204,55 @@ type inode struct{ dev, ino uint64 }
 type writer struct {
 	ctx   context.Context // the request's; checked between entries
 	tw    *tar.Writer
-	top   string
 	m     *matcher
 	st    *Stats
 	buf   []byte
 	links map[inode]string // first archived name of each multiply linked file
 }
 
-// walk archives the entries below the directory abs (rel: its relative slash path, "" for
-// the top), in lexical order.
-func (a *writer) walk(abs, rel string) error {
-	names, err := readNames(abs)
+// walk archives the entries below the directory dir (rel: its relative slash path, "" for the
+// top), in lexical order.
+func (a *writer) walk(dir *os.Root, rel string) error {
+	names, err := readNames(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) && rel != "" {
 			return nil // vanished meanwhile
 		}
-		return files.MapError(err, abs)
+		return files.MapError(err, pathOf(dir, ""))
 	}
 	for _, name := range names {
 		if err := a.ctx.Err(); err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
-		childAbs := abs + "/" + name
 		childRel := name
 		if rel != "" {
 			childRel = rel + "/" + name
 		}
-		fi, err := os.Lstat(childAbs)
+		fi, err := dir.Lstat(name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return files.MapError(err, childAbs)
+			return files.MapError(err, pathOf(dir, name))
 		}
 		if a.m.excluded(childRel, name, fi.IsDir()) {
 			a.st.Excluded++
 			continue
 		}
-		if err := a.entry(childAbs, childRel, fi); err != nil {
+		if err := a.entry(dir, name, childRel, fi); err != nil {
 			return err
 		}
 		if fi.IsDir() {
-			if err := a.walk(childAbs, childRel); err != nil {
+			sub, err := dir.OpenRoot(name)
+			if err != nil {
+				if errors.Is(err, fs.ErrNotExist) {
+					continue // vanished meanwhile
+				}
+				return files.MapError(err, pathOf(dir, name))
+			}
+			err = a.walk(sub, childRel)
+			sub.Close()
+			if err != nil {
 				return err
 			}
 		}
@@ -235,12 +260,33 @@ func (a *writer) walk(abs, rel string) error {
 	return nil
 }
 
-// readNames returns the names in directory p, sorted.
-func readNames(p string) ([]string, error) {
+// pathOf names an entry of dir in errors.
+func pathOf(dir *os.Root, name string) string {
+	if name == "" {
+		return dir.Name()
+	}
+	return dir.Name() + "/" + name
+}
+
+// readNames returns the names in directory dir, sorted.
+func readNames(dir *os.Root) ([]string, error) {
+	f, err := dir.Open(".")
+	if err != nil {
+		return nil, err
+	}
+	return sortedNames(f)
+}
+
+// readPathNames returns the names in the directory at p, sorted.
+func readPathNames(p string) ([]string, error) {
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, err
 	}
+	return sortedNames(f)
+}
+
+func sortedNames(f *os.File) ([]string, error) {
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
@@ -250,8 +296,8 @@ func readNames(p string) ([]string, error) {
 	return names, nil
 }
 
-// entry writes the header (and content) of one entry.
-func (a *writer) entry(abs, rel string, fi fs.FileInfo) error {
+// entry writes the header (and content) of dir's entry name (rel: its path in the archive).
+func (a *writer) entry(dir *os.Root, name, rel string, fi fs.FileInfo) error {
 	sys, _ := fi.Sys().(*syscall.Stat_t)
 	// Whole seconds, cut (not rounded as tar.Writer would): like tar(1).
 	hdr := &tar.Header{Name: rel, ModTime: fi.ModTime().Truncate(time.Second), Mode: int64(fi.Mode().Perm())}
@@ -269,12 +315,12 @@ func (a *writer) entry(abs, rel string, fi fs.FileInfo) error {
 		}
 		a.st.Dirs++
 	case fs.ModeSymlink:
-		target, err := os.Readlink(abs)
+		target, err := dir.Readlink(name)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			return files.MapError(err, abs)
+			return files.MapError(err, pathOf(dir, name))
 		}
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 		a.st.Symlinks++
@@ -288,7 +334,7 @@ func (a *writer) entry(abs, rel string, fi fs.FileInfo) error {
 			}
 			a.links[key] = rel
 		}
-		return a.file(abs, hdr, fi.Size())
+		return a.file(dir, name, hdr, fi.Size())
 	default:
 		a.st.Skipped++
 		return nil
@@ -303,16 +349,20 @@ func (a *writer) writeHeader(hdr *tar.Header) error {
 	return nil
 }
 
-// file writes a regular file: exactly size bytes (padded or cut, see Write).
-func (a *writer) file(abs string, hdr *tar.Header, size int64) error {
-	f, err := os.Open(abs)
+// file writes a regular file: exactly size bytes (padded or cut, see Write). It is opened
+// without following a symlink and without blocking (a FIFO swapped in meanwhile is left out).
+func (a *writer) file(dir *os.Root, name string, hdr *tar.Header, size int64) error {
+	f, err := dir.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
+			return nil // vanished, or replaced by a symlink, meanwhile
 		}
-		return files.MapError(err, abs)
+		return files.MapError(err, pathOf(dir, name))
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return nil // replaced by something else meanwhile
+	}
 	hdr.Typeflag, hdr.Size = tar.TypeReg, size
 	if err := a.writeHeader(hdr); err != nil {
 		return err
@@ -322,7 +372,7 @@ func (a *writer) file(abs string, hdr *tar.Header, size int64) error {
 	n, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{io.LimitReader(f, size)}, a.buf)
 	if err != nil && !errors.Is(err, tar.ErrWriteTooLong) {
 		if rerr := (*fs.PathError)(nil); errors.As(err, &rerr) {
-			return files.MapError(err, abs)
+			return files.MapError(err, pathOf(dir, name))
 		}
 		return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
 	}

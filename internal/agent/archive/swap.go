@@ -190,7 +190,7 @@ func (w work) swapEntries(x *extractor, dir string, root dirAttr) error {
 	var out, in []string // names moved out of dir into old, and from tmp into dir
 	fail := func(err error) error { return w.rollback(dir, &orig, out, in, err) }
 
-	names, err := readNames(dir)
+	names, err := readPathNames(dir)
 	if err != nil {
 		return fail(files.MapError(err, dir))
 	}
@@ -211,7 +211,7 @@ func (w work) swapEntries(x *extractor, dir string, root dirAttr) error {
 	if afterMoveOut != nil {
 		afterMoveOut(dir)
 	}
-	names, err = readNames(tmp)
+	names, err = readPathNames(tmp)
 	if err != nil {
 		return fail(files.MapError(err, dir))
 	}
@@ -325,7 +325,7 @@ func moveTree(src, dst string) error {
 	} else if !fi.IsDir() {
 		return err
 	}
-	names, err := readNames(src)
+	names, err := readPathNames(src)
 	if err != nil {
 		return err
 	}
