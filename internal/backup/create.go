@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/archive"
+	"github.com/hutchdev/hutch/internal/pzstd"
 )
 
 // Agent protocol names (api/agent.md "Backups"; the agent package defines the same).
@@ -141,7 +142,7 @@ var errPutEnded = errors.New("blob put ended")
 // compress copies the tar stream src into w through a zstd encoder; the archive is complete
 // only when finish (called once src is drained) says so.
 func (s *Service) compress(w io.Writer, src io.Reader, finish func() error, tarBytes *int64) error {
-	enc, err := zstd.NewWriter(w, zstd.WithEncoderConcurrency(s.cfg.EncoderThreads), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	enc, err := pzstd.NewWriter(w, s.cfg.EncoderThreads, zstd.SpeedFastest)
 	if err != nil {
 		return fmt.Errorf("zstd encoder: %w", err)
 	}

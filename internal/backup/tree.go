@@ -15,7 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/archive"
+	"github.com/hutchdev/hutch/internal/snapshot"
 )
 
 // Trees is the host's cache of extracted backups: <dir>/<backupID>/ holds the backup's tree,
@@ -81,47 +81,49 @@ func (t *Trees) Tree(ctx context.Context, id string) (string, error) {
 		return dst, nil
 	}
 	start := time.Now()
-	stats, err := t.extract(ctx, id, dst)
-	if err != nil {
+	if err := t.extract(ctx, id, dst); err != nil {
 		return "", err
 	}
-	t.svc.log.InfoContext(ctx, "backup tree extracted", "backup_id", id, "files", stats.Files, "bytes", stats.Bytes,
-		"took", time.Since(start).Round(time.Millisecond))
+	t.svc.log.InfoContext(ctx, "backup tree extracted", "backup_id", id, "took", time.Since(start).Round(time.Millisecond))
 	return dst, nil
 }
 
-func (t *Trees) extract(ctx context.Context, id, dst string) (archive.Stats, error) {
+func (t *Trees) extract(ctx context.Context, id, dst string) error {
 	rc, _, err := t.svc.cfg.Blobs.Get(ctx, archiveKey(id))
 	if err != nil {
 		if errdefs.CodeOf(err) == errdefs.CodeBlobNotFound {
-			return archive.Stats{}, notFound(id)
+			return notFound(id)
 		}
-		return archive.Stats{}, restoreFailed(ctx, "the tree cache", fmt.Errorf("open archive: %w", err))
+		return restoreFailed(ctx, "the tree cache", fmt.Errorf("open archive: %w", err))
 	}
 	defer rc.Close()
 	dec, err := zstd.NewReader(rc, zstd.WithDecoderConcurrency(0))
 	if err != nil {
-		return archive.Stats{}, restoreFailed(ctx, "the tree cache", fmt.Errorf("zstd decoder: %w", err))
+		return restoreFailed(ctx, "the tree cache", fmt.Errorf("zstd decoder: %w", err))
 	}
 	defer dec.Close()
 	tmp, err := os.MkdirTemp(t.dir, ".tmp-")
 	if err != nil {
-		return archive.Stats{}, fmt.Errorf("backup trees: %w", err)
+		return fmt.Errorf("backup trees: %w", err)
 	}
 	defer os.RemoveAll(tmp)
-	stats, err := archive.Extract(ctx, dec, filepath.Join(tmp, "tree"))
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o755); err != nil {
+		return fmt.Errorf("backup trees: %w", err)
+	}
+	err = snapshot.ExtractLayer(dec, tree) // the same safety rules; small files in parallel
 	if err == nil {
 		_, err = io.Copy(io.Discard, dec) // the whole stream must decode
 	}
 	if err != nil {
-		return stats, restoreFailed(ctx, "the tree cache", err)
+		return restoreFailed(ctx, "the tree cache", err)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := os.Rename(filepath.Join(tmp, "tree"), dst); err != nil {
-		return stats, fmt.Errorf("backup trees: %w", err)
+	if err := os.Rename(tree, dst); err != nil {
+		return fmt.Errorf("backup trees: %w", err)
 	}
-	return stats, nil
+	return nil
 }
 
 // GC removes the cached trees that are not in used (backup IDs some sandbox mounts) and were

@@ -141,14 +141,16 @@ func parseHandle(arg string, stdin io.Reader) (string, error) {
 }
 
 func (a *app) restoreCommand() *cobra.Command {
-	var dir string
+	var dir, mode string
 	cmd := &cobra.Command{
 		Use:   "restore NAME HANDLE_OR_ID",
 		Short: "Restore a backup into a directory of a sandbox",
 		Long: `Replace the content of a directory of sandbox NAME with a backup's. HANDLE_OR_ID is the
 backup's ID, the JSON hutch backup printed, or "-" to read that JSON from stdin. The directory is
-the one backed up unless --dir names another; the backup may come from any sandbox. On failure
-the directory is left as it was. Progress goes to stderr.`,
+the one backed up unless --dir names another; the backup may come from any sandbox. By default
+the directory becomes a copy-on-write mount of the backup (instant once the host has the backup
+extracted; it lasts across sleep and restarts); --mode copy extracts the files into the
+sandbox's disk instead, and on failure leaves the directory as it was. Progress goes to stderr.`,
 		Args: exactArgs("NAME", "HANDLE_OR_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseHandle(args[1], a.stdin)
@@ -161,16 +163,17 @@ the directory is left as it was. Progress goes to stderr.`,
 			}
 			start := time.Now()
 			stop := progress(a.stderr, "restoring "+id)
-			r, err := c.SandboxHandle(args[0]).RestoreBackup(cmd.Context(), id, dir)
+			r, err := c.SandboxHandle(args[0]).RestoreBackupWith(cmd.Context(), id, client.RestoreOptions{Dir: dir, Mode: mode})
 			stop()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "restored %s into %s in %s\n", r.ID, r.Dir, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(a.stdout, "restored %s into %s (%s) in %s\n", r.ID, r.Dir, r.Mode, time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to restore into (default: the backed-up directory)")
+	cmd.Flags().StringVar(&mode, "mode", "", `"mount" or "copy" (default: mount where the host can)`)
 	return cmd
 }
 

@@ -108,11 +108,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
-	if err := mgr.Recover(ctx); err != nil {
-		// Recovery problems are logged, not fatal: the daemon still serves, and each sandbox
-		// is torn down again before its next start.
-		log.Error("recovery incomplete", "err", err)
-	}
 
 	bk, blobs, err := openBackups(ctx, cfg, st, mgr, log.With("component", "backup"))
 	if err != nil {
@@ -127,7 +122,6 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	bk.EnableHostArchive(mgr)
 	gcCtx, stopGC := context.WithCancel(ctx)
 	defer stopGC()
-	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))
 	// Snapshots: layers cached under <data>/layers, GC of unused ones at start and hourly.
 	layers, err := snapshot.NewCache(filepath.Join(dataDir, "layers"), blobs, log.With("component", "snapshot"))
 	if err != nil {
@@ -136,6 +130,14 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot")})
 	mgr.SetSleepSnapshotter(snaps)
+	// Recover after the snapshotter and the tree source are set: a sleep cut short takes its
+	// snapshot, and sandboxes started later mount their restored backups.
+	if err := mgr.Recover(ctx); err != nil {
+		// Recovery problems are logged, not fatal: the daemon still serves, and each sandbox
+		// is torn down again before its next start.
+		log.Error("recovery incomplete", "err", err)
+	}
+	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))
 	go snaps.RunGC(gcCtx, time.Hour)
 
 	ports, pv, err := newPreview(cfg, st, st, mgr, log.With("component", "preview"))

@@ -19,7 +19,9 @@ import (
 // of ours is removed; records left in creating or running are marked stopped, and records left
 // in stopping or starting (a sleep or wake that hutchd's crash cut short) are finished as
 // sleeping, their disk flushed: the next request starts them again, and a sleep can be asked
-// again (it is then a no-op). Recover must run before requests are served.
+// again (it is then a no-op); one with snapshotOnSleep whose sleep was cut short gets its
+// sleep snapshot. Recover must run before requests are served, after SetSleepSnapshotter and
+// SetTreeSource.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.List(ctx)
 	if err != nil {
@@ -57,6 +59,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.log.InfoContext(ctx, "finished an interrupted transition as sleeping", "sandbox_id", rec.ID, "was", rec.Status)
 			if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			// A sleep cut short still leaves its snapshot, as a finished one does (the
+			// snapshotter must be set before Recover for that).
+			if rec.Status == store.StatusStopping && rec.SnapshotOnSleep {
+				m.snapshotAsleep(ctx, rec)
 			}
 		}
 	}

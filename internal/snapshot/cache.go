@@ -116,14 +116,8 @@ func (c *Cache) Path(ctx context.Context, digest string) (string, error) {
 		c.mu.Unlock()
 		return dst, nil
 	}
-	l := c.fetching[digest]
-	if l == nil {
-		l = &sync.Mutex{}
-		c.fetching[digest] = l
-	}
 	c.mu.Unlock()
-	l.Lock()
-	defer l.Unlock()
+	defer c.lockDigest(digest)()
 	if _, err := os.Stat(dst); err == nil { // fetched while we waited
 		return dst, nil
 	}
@@ -133,6 +127,53 @@ func (c *Cache) Path(ctx context.Context, digest string) (string, error) {
 	}
 	c.log.InfoContext(ctx, "layer fetched", "digest", digest, "took", time.Since(start).Round(time.Millisecond))
 	return dst, nil
+}
+
+// addFile puts the layer whose compressed tar is the file zst (digest known: the caller made
+// it) into the cache, unless it is there already.
+func (c *Cache) addFile(ctx context.Context, digest, zst string) error {
+	unlock := c.lockDigest(digest)
+	defer unlock()
+	if c.Has(digest) {
+		now := time.Now()
+		_ = os.Chtimes(c.entry(digest), now, now)
+		return nil
+	}
+	f, err := os.Open(zst)
+	if err != nil {
+		return fmt.Errorf("layer cache: %w", err)
+	}
+	defer f.Close()
+	dec, err := zstd.NewReader(f, zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		return fmt.Errorf("layer %s: zstd: %w", digest, err)
+	}
+	defer dec.Close()
+	tmp, err := c.tempDir()
+	if err != nil {
+		return err
+	}
+	if err := ExtractLayer(dec, tmp); err != nil {
+		os.RemoveAll(tmp)
+		if ctx.Err() != nil {
+			return fmt.Errorf("layer %s: %w", digest, ctx.Err())
+		}
+		return fmt.Errorf("extract layer %s into the cache: %w", digest, err)
+	}
+	return c.adopt(digest, tmp)
+}
+
+// lockDigest takes the lock of digest's fetch or addition and returns its unlock function.
+func (c *Cache) lockDigest(digest string) func() {
+	c.mu.Lock()
+	l := c.fetching[digest]
+	if l == nil {
+		l = &sync.Mutex{}
+		c.fetching[digest] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 // fetch streams the layer's blob through the zstd decoder into a temp directory, checks the

@@ -8,81 +8,201 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 )
 
+// Extraction tuning: regular files up to inlineMax bytes are read from the stream into a
+// buffer and written by a pool of workers (file creation is system-call bound, so several at
+// once go faster even on few CPUs); larger ones are written by the reader itself. At most
+// inFlightMax bytes of content wait in buffers.
+const (
+	inlineMax   = 1 << 20
+	inFlightMax = 64 << 20
+)
+
 // ExtractLayer extracts a layer tar (as WriteLayer writes it) into dir, an existing empty
 // directory, as root: owners, modes, modification times, extended attributes (overlay opaque
 // markers included), symlinks, hard links, FIFOs and whiteouts (character devices 0/0) are
-// recreated exactly, so dir can serve as an overlayfs lower layer. dir's own mode, owner and
-// times are left alone.
+// recreated exactly, so dir can serve as an overlayfs lower layer. An entry "./" (a backup
+// archive's top directory, internal/agent/archive) gives dir its mode, owner and times;
+// otherwise dir's own are left alone.
 //
 // The archive is untrusted (a blob store may be shared): an entry whose name is absolute,
 // has "." or ".." segments, or whose parent is not a directory this extraction made (so no
 // entry can land behind a symlink), a name seen twice, a hard link to anything but a regular
 // file extracted before, and device nodes other than 0/0 all fail the extraction. On error dir
-// holds a partial tree; the caller removes it.
+// holds a partial tree; the caller removes it. Small files are written by several goroutines
+// at once; the stream is read once, in order.
 func ExtractLayer(r io.Reader, dir string) error {
-	tr := tar.NewReader(r)
-	dirs := map[string]bool{".": true}
-	files := map[string]bool{}
-	type dirMeta struct {
-		name string
-		hdr  *tar.Header
+	x := &layerExtractor{
+		dir:   dir,
+		dirs:  map[string]bool{".": true},
+		files: map[string]bool{},
+		seen:  map[string]bool{},
+		jobs:  make(chan fileJob, 256),
+		room:  make(chan struct{}, inFlightMax/(64<<10)),
 	}
-	var dirList []dirMeta
-	buf := make([]byte, 1<<20)
+	workers := max(4, 2*runtime.NumCPU())
+	for range workers {
+		x.wg.Add(1)
+		go x.worker()
+	}
+	err := x.read(r)
+	close(x.jobs)
+	x.wg.Wait()
+	if err == nil {
+		err = x.failure()
+	}
+	if err != nil {
+		return err
+	}
+	// Hard links once every file is written; then directories' attributes, deepest first,
+	// so setting a directory's time is not undone by its children.
+	for _, l := range x.links {
+		if err := os.Link(filepath.Join(dir, filepath.FromSlash(l[1])), filepath.Join(dir, filepath.FromSlash(l[0]))); err != nil {
+			return fmt.Errorf("snapshot layer: %w", err)
+		}
+	}
+	for i := len(x.dirList) - 1; i >= 0; i-- {
+		d := x.dirList[i]
+		if err := applyMeta(filepath.Join(dir, filepath.FromSlash(d.name)), d.hdr); err != nil {
+			return fmt.Errorf("snapshot layer: %s: %w", d.name, err)
+		}
+	}
+	return nil
+}
+
+type dirMeta struct {
+	name string
+	hdr  *tar.Header
+}
+
+// fileJob is a small regular file for the workers: its content and header.
+type fileJob struct {
+	target string
+	name   string
+	hdr    *tar.Header
+	data   []byte
+	units  int // room taken (64 KiB units)
+}
+
+type layerExtractor struct {
+	dir     string
+	dirs    map[string]bool // directories made (entry names)
+	files   map[string]bool // regular files made
+	seen    map[string]bool // every entry name
+	dirList []dirMeta
+	links   [][2]string // hard links to make at the end: name, target name
+
+	jobs chan fileJob
+	room chan struct{} // a semaphore of 64 KiB units of buffered content
+	wg   sync.WaitGroup
+
+	mu  sync.Mutex
+	err error // the workers' first error
+}
+
+func (x *layerExtractor) fail(err error) {
+	x.mu.Lock()
+	if x.err == nil {
+		x.err = err
+	}
+	x.mu.Unlock()
+}
+
+func (x *layerExtractor) failure() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.err
+}
+
+func (x *layerExtractor) worker() {
+	defer x.wg.Done()
+	for j := range x.jobs {
+		if x.failure() == nil {
+			if err := writeFile(j.target, j.hdr, j.data); err != nil {
+				x.fail(fmt.Errorf("snapshot layer: write %s: %w", j.name, err))
+			}
+		}
+		for range j.units {
+			<-x.room
+		}
+	}
+}
+
+// read walks the stream, making directories, links and special files itself and handing
+// regular files to the workers.
+func (x *layerExtractor) read(r io.Reader) error {
+	tr := tar.NewReader(r)
+	bigBuf := make([]byte, 1<<20)
 	for {
+		if err := x.failure(); err != nil {
+			return err
+		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
 			return fmt.Errorf("snapshot layer: %w", err)
+		}
+		if hdr.Name == "./" && hdr.Typeflag == tar.TypeDir && len(x.seen) == 0 {
+			x.dirList = append([]dirMeta{{".", hdr}}, x.dirList...)
+			x.seen["."] = true
+			continue
 		}
 		name, err := entryName(hdr.Name)
 		if err != nil {
 			return err
 		}
-		if !dirs[path.Dir(name)] {
+		if !x.dirs[path.Dir(name)] {
 			return fmt.Errorf("snapshot layer: entry %q: parent is not a directory of the layer", hdr.Name)
 		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		if _, err := os.Lstat(target); err == nil {
+		if x.seen[name] {
 			return fmt.Errorf("snapshot layer: entry %q appears twice", hdr.Name)
 		}
+		x.seen[name] = true
+		target := filepath.Join(x.dir, filepath.FromSlash(name))
 		switch hdr.Typeflag {
 		case tar.TypeDir:
 			if err := os.Mkdir(target, 0o700); err != nil {
 				return fmt.Errorf("snapshot layer: %w", err)
 			}
-			dirs[name] = true
-			dirList = append(dirList, dirMeta{name, hdr})
+			x.dirs[name] = true
+			x.dirList = append(x.dirList, dirMeta{name, hdr})
 			continue // attributes once the directory's content is in place
 		case tar.TypeReg:
-			f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-			if err != nil {
-				return fmt.Errorf("snapshot layer: %w", err)
+			x.files[name] = true
+			if hdr.Size > inlineMax {
+				if err := writeStream(target, hdr, tr, bigBuf); err != nil {
+					return fmt.Errorf("snapshot layer: write %s: %w", name, err)
+				}
+				continue
 			}
-			_, err = io.CopyBuffer(f, onlyReader{tr}, buf)
-			if cerr := f.Close(); err == nil {
-				err = cerr
+			units := int((hdr.Size + 64<<10 - 1) / (64 << 10))
+			for range units {
+				x.room <- struct{}{}
 			}
-			if err != nil {
-				return fmt.Errorf("snapshot layer: write %s: %w", name, err)
+			data := make([]byte, hdr.Size)
+			if _, err := io.ReadFull(tr, data); err != nil {
+				for range units {
+					<-x.room
+				}
+				return fmt.Errorf("snapshot layer: read %s: %w", name, err)
 			}
-			files[name] = true
+			x.jobs <- fileJob{target: target, name: name, hdr: hdr, data: data, units: units}
+			continue
 		case tar.TypeLink:
 			ln, err := entryName(hdr.Linkname)
-			if err != nil || !files[ln] {
+			if err != nil || !x.files[ln] {
 				return fmt.Errorf("snapshot layer: hard link %q → %q: not a file extracted before", hdr.Name, hdr.Linkname)
 			}
-			if err := os.Link(filepath.Join(dir, filepath.FromSlash(ln)), target); err != nil {
-				return fmt.Errorf("snapshot layer: %w", err)
-			}
+			x.links = append(x.links, [2]string{name, ln})
 			continue // shares the first name's inode and attributes
 		case tar.TypeSymlink:
 			if err := os.Symlink(hdr.Linkname, target); err != nil {
@@ -106,12 +226,100 @@ func ExtractLayer(r io.Reader, dir string) error {
 			return fmt.Errorf("snapshot layer: %s: %w", name, err)
 		}
 	}
-	// Deepest first, so setting a directory's time is not undone by its children.
-	for i := len(dirList) - 1; i >= 0; i-- {
-		d := dirList[i]
-		if err := applyMeta(filepath.Join(dir, filepath.FromSlash(d.name)), d.hdr); err != nil {
-			return fmt.Errorf("snapshot layer: %s: %w", d.name, err)
+}
+
+// writeFile creates the regular file target with data and hdr's attributes, all through the
+// open descriptor.
+func writeFile(target string, hdr *tar.Header, data []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 {
+		if _, err := f.Write(data); err != nil {
+			f.Close()
+			return err
 		}
+	}
+	if err := fileMeta(f, hdr); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeStream creates the regular file target with hdr.Size bytes from r.
+func writeStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+	if err != nil {
+		return err
+	}
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, onlyReader{r}, buf); err != nil {
+		f.Close()
+		return err
+	}
+	if err := fileMeta(f, hdr); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// createMode is the permission a file is created with: hdr's when the process's umask leaves
+// it whole (fileMeta then needs no chmod), else owner-only until fileMeta sets it.
+func createMode(hdr *tar.Header) os.FileMode {
+	if m := uint32(hdr.Mode & 0o777); m&processUmask == 0 {
+		return os.FileMode(m)
+	}
+	return 0o600
+}
+
+// processUmask is the process's umask, read once (from /proc/self/status: umask(2) cannot read
+// it without changing it for every thread meanwhile); all bits set if it cannot be read.
+var processUmask = func() uint32 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0o777
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Umask:"); ok {
+			var m uint32
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%o", &m); err == nil {
+				return m
+			}
+		}
+	}
+	return 0o777
+}()
+
+// fileMeta sets owner, mode (after the owner: chown clears setuid bits), extended attributes
+// and modification time of the open regular file f from hdr. A file created by root with its
+// final mode (createMode) needs neither chown nor chmod: they are skipped.
+func fileMeta(f *os.File, hdr *tar.Header) error {
+	fd := int(f.Fd())
+	chowned := hdr.Uid != 0 || hdr.Gid != 0 || os.Geteuid() != 0
+	if chowned {
+		if err := unix.Fchown(fd, hdr.Uid, hdr.Gid); err != nil {
+			return fmt.Errorf("chown: %w", err)
+		}
+	}
+	if chowned || hdr.Mode&0o7000 != 0 || createMode(hdr) != os.FileMode(hdr.Mode&0o777) {
+		if err := unix.Fchmod(fd, uint32(hdr.Mode&0o7777)); err != nil {
+			return fmt.Errorf("chmod: %w", err)
+		}
+	}
+	for k, v := range hdr.PAXRecords {
+		name, ok := strings.CutPrefix(k, paxXattr)
+		if !ok || !keptXattr(name) {
+			continue
+		}
+		if err := unix.Fsetxattr(fd, name, []byte(v), 0); err != nil {
+			return fmt.Errorf("setxattr %s: %w", name, err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(hdr.ModTime.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
+	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
+		return fmt.Errorf("utimes: %w", err)
 	}
 	return nil
 }

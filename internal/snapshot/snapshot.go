@@ -43,6 +43,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/blob"
+	"github.com/hutchdev/hutch/internal/pzstd"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -156,13 +157,13 @@ type captured struct {
 	stats    LayerStats
 	digest   string
 	size     int64  // tar bytes
-	zstPath  string // compressed layer, to upload
-	cacheTmp string // extracted layer, to adopt into the cache
+	zstPath  string // compressed layer, to extract into the cache and upload
 }
 
 // Create snapshots sandbox id's whole disk and returns the snapshot. A running sandbox is
-// frozen while its upper directory is read (into a compressed temp file and the local layer
-// cache at once), then thawed; the upload to the blob store happens after the thaw. Errors:
+// frozen while its disk is read once into a compressed temp file (and its digest), then
+// thawed; the local layer cache is filled from the temp file (unless it holds the layer
+// already) and the upload to the blob store happens after the thaw. Errors:
 // INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SNAPSHOT_TOO_DEEP (the sandbox already has
 // sandbox.MaxLayers layers), SNAPSHOT_FAILED, blob store errors (NO_SPACE, UNAVAILABLE).
 func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error) {
@@ -229,10 +230,9 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 		snap.Config.EnvVars = map[string]string{}
 	}
 	if c.stats.Entries > 0 {
-		if err := s.cfg.Cache.adopt(c.digest, c.cacheTmp); err != nil {
+		if err := s.cfg.Cache.addFile(ctx, c.digest, c.zstPath); err != nil {
 			return Snapshot{}, errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+sandboxID)
 		}
-		c.cacheTmp = ""
 		n, err := s.upload(ctx, c.digest, c.zstPath)
 		if err != nil {
 			return Snapshot{}, err
@@ -260,45 +260,26 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 	return snap, nil
 }
 
-// capture writes the tar of the disk once, into the hash, a zstd temp file and the extractor of a
-// cache temp directory at the same time.
+// capture writes the tar of the disk once, into the hash and a zstd temp file. It is the only
+// part of a snapshot that runs while the sandbox is frozen; the layer cache is filled from the
+// temp file afterwards (finish).
 func (s *Service) capture(ctx context.Context, disk sandbox.Disk, c *captured) error {
-	tmp, err := s.cfg.Cache.tempDir()
-	if err != nil {
-		return err
-	}
-	c.cacheTmp = tmp
 	f, err := os.CreateTemp(s.cfg.TempDir, ".layer-*.tar.zst")
 	if err != nil {
 		return fmt.Errorf("snapshot temp file: %w", err)
 	}
 	c.zstPath = f.Name()
 	defer f.Close()
-	enc, err := zstd.NewWriter(f, zstd.WithEncoderConcurrency(s.cfg.EncoderThreads), zstd.WithEncoderLevel(zstd.SpeedFastest))
+	enc, err := pzstd.NewWriter(f, s.cfg.EncoderThreads, zstd.SpeedFastest)
 	if err != nil {
 		return fmt.Errorf("zstd encoder: %w", err)
 	}
-	pr, pw := io.Pipe()
-	extracted := make(chan error, 1)
-	go func() {
-		err := ExtractLayer(pr, tmp)
-		if err == nil {
-			_, err = io.Copy(io.Discard, pr)
-		}
-		pr.CloseWithError(err) // unblocks the writer if extraction failed
-		extracted <- err
-	}()
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc, pw), disk.Upper, disk.Mounts)
-	pw.CloseWithError(werr)
-	xerr := <-extracted
+	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts)
 	cerr := enc.Close()
 	if werr != nil {
 		return werr
-	}
-	if xerr != nil {
-		return fmt.Errorf("extract into the layer cache: %w", xerr)
 	}
 	if cerr != nil {
 		return fmt.Errorf("zstd: %w", cerr)
@@ -312,10 +293,6 @@ func (s *Service) capture(ctx context.Context, disk sandbox.Disk, c *captured) e
 
 // discard removes what a capture left behind.
 func (s *Service) discard(c *captured) {
-	if c.cacheTmp != "" {
-		os.RemoveAll(c.cacheTmp)
-		c.cacheTmp = ""
-	}
 	if c.zstPath != "" {
 		os.Remove(c.zstPath)
 		c.zstPath = ""

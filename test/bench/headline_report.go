@@ -62,6 +62,7 @@ func (h *headline) report(w io.Writer, it sandbox.InstanceType, img image.Image,
 	seriesLine(w, &h.rsCachedCall)
 	seriesLine(w, &h.rsCached)
 	seriesLine(w, &h.rsCachedTotal)
+	seriesLine(w, &h.rsNode)
 	fmt.Fprintf(w, "  reference: %s (restore from a backup)\n", secs(refRestore))
 	seriesLine(w, &h.hostUntar)
 	seriesLine(w, &h.shmUntar)

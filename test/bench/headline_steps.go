@@ -172,6 +172,7 @@ func (h *headline) restoreStep(ctx context.Context) error {
 	h.rsCachedCall.name = "RestoreBackup, tree cached"
 	h.rsCached.name = "  RestoreBackup → first command"
 	h.rsCachedTotal.name = "  create + RestoreBackup → first command"
+	h.rsNode.name = "  then " + hlNodeCmd
 	treeDir := filepath.Join(h.d.StateDir, "data", "backup-trees", h.backupID)
 	for i := range 2 * h.cfg.hn {
 		cached := i >= h.cfg.hn
@@ -211,6 +212,11 @@ func (h *headline) restoreStep(ctx context.Context) error {
 			h.rsCachedCall.add(call)
 			h.rsCached.add(time.Since(t1))
 			h.rsCachedTotal.add(time.Since(t0))
+			d, err := timed(func() error { _, err := h.run(ctx, sb, hlNodeCmd); return err })
+			if err != nil {
+				return err
+			}
+			h.rsNode.add(d)
 		} else {
 			h.rsBlobCall.add(call)
 			h.rsBlob.add(time.Since(t1))

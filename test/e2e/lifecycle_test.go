@@ -338,11 +338,11 @@ func regexpLine(out string, words ...string) bool {
 
 // TestSleepKill9 kills hutchd with SIGKILL while a sandbox is going to sleep (held in stopping
 // by a process that ignores SIGTERM), restarts it, and checks that the sandbox is consistently
-// asleep (nothing of it half torn down), that the sleep can be asked again, and that it wakes
-// with its files.
+// asleep (nothing of it half torn down) with its sleep snapshot taken, that the sleep can be
+// asked again, and that it wakes with its files.
 func TestSleepKill9(t *testing.T) {
 	requireEnv(t)
-	sb := sandbox(t, "e2e-sleep-kill9", &client.SandboxOptions{InstanceType: "lite"})
+	sb := sandbox(t, "e2e-sleep-kill9", &client.SandboxOptions{InstanceType: "lite", SnapshotOnSleep: true})
 	ctx := ctxT(t, 10*time.Minute)
 	mustExec(t, sb, "echo before-crash > /workspace/k.txt")
 	// Ignoring SIGTERM (inherited through exec) makes the agent wait its grace period.
@@ -370,6 +370,10 @@ func TestSleepKill9(t *testing.T) {
 	switch info.Status {
 	case client.StatusSleeping:
 		assertAsleep(t, sb.ID())
+		// The sleep was finished by the restart; it still took its snapshot.
+		if info.LastSnapshot == "" {
+			t.Errorf("no sleep snapshot after a sleep cut short: %+v", info)
+		}
 	case client.StatusRunning:
 		if _, ok := runcContainers(t)[sb.ID()]; !ok {
 			t.Fatalf("recorded running but no container")
