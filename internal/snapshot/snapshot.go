@@ -153,11 +153,11 @@ func (s *Service) sandboxLock(id string) func() {
 
 // captured is the result of capturing an upper directory.
 type captured struct {
-	rec      store.Sandbox
-	stats    LayerStats
-	digest   string
-	size     int64  // tar bytes
-	zstPath  string // compressed layer, to extract into the cache and upload
+	rec     store.Sandbox
+	stats   LayerStats
+	digest  string
+	size    int64  // tar bytes
+	zstPath string // compressed layer, to extract into the cache and upload
 }
 
 // Create snapshots sandbox id's whole disk and returns the snapshot. A running sandbox is
