@@ -82,6 +82,10 @@ func mountpoints() ([]string, error) {
 	return out, nil
 }
 
+// UnescapeMountinfo decodes the \NNN octal escapes (\040 for a space, …) the kernel uses in
+// /proc/self/mountinfo fields.
+func UnescapeMountinfo(s string) string { return unescape(s) }
+
 // unescape decodes the \NNN octal escapes the kernel uses in mountinfo paths.
 func unescape(s string) string {
 	if !strings.Contains(s, `\`) {

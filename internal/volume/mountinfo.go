@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/hutchdev/hutch/internal/rootfs"
 )
 
 // mountEntry is one line of /proc/self/mountinfo (proc(5)).
@@ -90,27 +92,4 @@ func mountsOf(dev string) ([]string, error) {
 }
 
 // unescape decodes the \NNN octal escapes the kernel uses in mountinfo fields.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1:i+4]) {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '7' {
-			return false
-		}
-	}
-	return len(s) == 3
-}
+func unescape(s string) string { return rootfs.UnescapeMountinfo(s) }
