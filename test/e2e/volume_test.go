@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/client"
 )
 
@@ -69,5 +71,49 @@ func TestDataVolume(t *testing.T) {
 	}
 	if got := mustExec(t, sb, "cat /workspace/v/f1"); got != "1\n" {
 		t.Errorf("after sleep and wake: %q", got)
+	}
+}
+
+// A sandbox that fills the data volume gets ENOSPC; hutchd, its API and other sandboxes keep
+// working (reads, execs), the host's free space does not move (the volume's space was reserved
+// when it was made), and everything recovers once the space is freed.
+func TestDataVolumeFull(t *testing.T) {
+	requireEnv(t)
+	a := sandbox(t, "e2e-volume-fill", &client.SandboxOptions{InstanceType: "lite"})
+	b := sandbox(t, "e2e-volume-other", &client.SandboxOptions{InstanceType: "lite"})
+	mustExec(t, b, "echo kept > /workspace/kept")
+	var before unix.Statfs_t
+	if err := unix.Statfs(d.StateDir, &before); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = a.Exec(ctx, "rm -f /workspace/fill /workspace/more", nil)
+	})
+	// fallocate takes the free space at once (no data written); then a write must fail.
+	out := mustExec(t, a, `free=$(df -B1 --output=avail /workspace | tail -1); echo "free $free"; fallocate -l $((free - 1048576)) /workspace/fill 2>&1 && echo filled;
+		{ head -c 67108864 /dev/zero > /workspace/more; } 2>&1; echo "write exit $?"`)
+	if !strings.Contains(out, "filled") || strings.Contains(out, "write exit 0") || !strings.Contains(out, "No space left") {
+		t.Fatalf("filling the volume: %q (want the fill to succeed and the next write to fail with ENOSPC)", out)
+	}
+	var after unix.Statfs_t
+	if err := unix.Statfs(d.StateDir, &after); err != nil {
+		t.Fatal(err)
+	}
+	// The host file system did not lose the volume's size (allow 256 MiB of other activity).
+	if lost := (int64(before.Bavail) - int64(after.Bavail)) * int64(before.Bsize); lost > 256<<20 {
+		t.Errorf("the host's free space dropped by %d MiB while the volume filled", lost>>20)
+	}
+	if got := mustExec(t, b, "cat /workspace/kept"); got != "kept\n" {
+		t.Errorf("other sandbox, volume full: %q", got)
+	}
+	if _, err := d.Client().ListSandboxes(ctxT(t, time.Minute)); err != nil {
+		t.Errorf("API with the volume full: %v", err)
+	}
+	mustExec(t, a, "rm -f /workspace/fill /workspace/more")
+	mustExec(t, b, "echo again > /workspace/again")
+	if got := mustExec(t, b, "cat /workspace/again"); got != "again\n" {
+		t.Errorf("after freeing the volume: %q", got)
 	}
 }
