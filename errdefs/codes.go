@@ -103,6 +103,13 @@ const (
 	CodeSnapshotFailed   Code = "SNAPSHOT_FAILED"        // capture, upload or layer extraction failed
 	CodeSnapshotTooDeep  Code = "SNAPSHOT_TOO_DEEP"      // the sandbox already has the most layers a disk may have
 	CodeSandboxExists    Code = "SANDBOX_ALREADY_EXISTS" // a fork's target ID is taken
+
+	// Terminals (PTY shells over WebSocket) and browser access.
+	CodeTerminalNotFound Code = "TERMINAL_NOT_FOUND" // unknown terminal ID
+	CodeOriginNotAllowed Code = "ORIGIN_NOT_ALLOWED" // a WebSocket upgrade from another site's page
+
+	// File watching.
+	CodeWatchLimit Code = "WATCH_LIMIT_EXCEEDED" // too many watches or watched directories, or the kernel's inotify limits; context {limit, max?}
 )
 
 type codeInfo struct {
@@ -193,6 +200,11 @@ var codes = map[Code]codeInfo{
 	CodeSnapshotFailed:   {ErrInternal, http.StatusInternalServerError},
 	CodeSnapshotTooDeep:  {ErrFailedPrecondition, http.StatusConflict},
 	CodeSandboxExists:    {ErrAlreadyExists, http.StatusConflict},
+
+	CodeTerminalNotFound: {ErrNotFound, http.StatusNotFound},
+	CodeOriginNotAllowed: {ErrPermissionDenied, http.StatusForbidden},
+
+	CodeWatchLimit: {ErrResourceExhausted, http.StatusTooManyRequests},
 }
 
 // classDefaults gives the code used for a bare class sentinel, in match order.

@@ -16,6 +16,8 @@ GIT_ADDR=127.0.0.1:8418
 
 echo "==> building into ./bin"
 make -s build
+echo "==> building the web console (served at /console/)"
+bash scripts/build-console.sh
 
 export HUTCH_STATE_DIR=$STATE_DIR
 if curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1; then

@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 
 bash scripts/host-setup.sh
 go vet ./...
+bash scripts/build-console.sh --test
 go test -p 1 -count=1 -timeout 60m ./... "$@"

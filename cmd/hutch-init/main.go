@@ -152,8 +152,9 @@ func run(cfg config, log *slog.Logger) error {
 	}
 	srv, err := agent.New(agent.Config{
 		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
-		Shim:       []string{self, "shim", "--fds", "2", "--"},
-		ProcessDir: cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
+		Shim:         []string{self, "shim", "--fds", "2", "--"},
+		TerminalShim: []string{self, "shim", "--"},
+		ProcessDir:   cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
 		SessionFile: cfg.sessionFile,
 	})
 	if err != nil {

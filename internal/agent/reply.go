@@ -34,6 +34,8 @@ var operations = map[string]string{
 	"/api/git/checkout":   "git.checkout",
 	"/api/backup/archive": "backup.archive",
 	"/api/backup/extract": "backup.extract",
+	"/api/watch":          "watch",
+	"/api/watch/check":    "watch.check",
 }
 
 func now() time.Time { return time.Now().UTC() }

@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/agent/terminal"
+	"github.com/hutchdev/hutch/internal/agent/watch"
 )
 
 // processShutdownGrace is how long background processes get between SIGTERM and SIGKILL when
@@ -54,6 +57,12 @@ type Config struct {
 	// them there when it shuts down and New restores them (session.Config.SaveFile). It must be
 	// on the sandbox's disk (not a tmpfs); empty disables it.
 	SessionFile string
+	// TerminalShim is the argv prefix terminal shells are started under (hutch-init's
+	// `shim --`, passing no extra fds); nil starts the shell directly (tests).
+	TerminalShim []string
+	// TerminalBufferBytes is the output ring buffer per terminal, in bytes (256 KiB–64 MiB);
+	// 0 means 1 MiB.
+	TerminalBufferBytes int
 	// Logger receives diagnostics; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -62,6 +71,8 @@ type Config struct {
 type Server struct {
 	sessions *session.Manager
 	procs    *process.Manager
+	watches  *watch.Manager // file watches and the change journal
+	terms    *terminal.Manager
 	workdir  string
 	version  string
 	log      *slog.Logger
@@ -109,7 +120,14 @@ func New(cfg Config) (*Server, error) {
 		m.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	s := &Server{sessions: m, procs: procs, workdir: m.Workdir(), version: version, log: log}
+	terms, err := terminal.NewManager(terminal.Config{Sessions: m, Shim: cfg.TerminalShim, BufferBytes: cfg.TerminalBufferBytes, Logger: log})
+	if err != nil {
+		procs.Shutdown(0)
+		m.Close()
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	s := &Server{sessions: m, procs: procs, terms: terms, workdir: m.Workdir(), version: version, log: log}
+	s.watches = watch.NewManager(watch.Config{Roots: append(slices.Clone(watch.DefaultRoots), s.workdir), Logger: log})
 	s.routes = map[string]map[string]handlerFunc{
 		"/api/ping":           {http.MethodGet: s.handlePing},
 		"/api/session/create": {http.MethodPost: s.handleSessionCreate},
@@ -130,6 +148,9 @@ func New(cfg Config) (*Server, error) {
 		"/api/git/checkout":   {http.MethodPost: s.handleGitCheckout},
 		"/api/backup/archive": {http.MethodPost: s.handleBackupArchive},
 		"/api/backup/extract": {http.MethodPost: s.handleBackupExtract},
+		"/api/watch":          {http.MethodPost: s.handleWatch},
+		"/api/watch/check":    {http.MethodPost: s.handleWatchCheck},
+		"/api/terminals":      {http.MethodGet: s.handleTerminalList},
 	}
 	return s, nil
 }
@@ -139,6 +160,10 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, processPrefix) {
 		s.serveProcess(w, r)
+		return
+	}
+	if strings.HasPrefix(r.URL.Path, terminalPrefix) {
+		s.serveTerminal(w, r)
 		return
 	}
 	methods, ok := s.routes[r.URL.Path]
@@ -158,7 +183,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Serve serves on ln until ctx ends, then saves the sessions (Config.SessionFile), cancels the
 // contexts of the requests in flight (a backup extraction then removes its work directory),
-// terminates the background processes (SIGTERM, 3 s, SIGKILL; their final records are saved),
+// kills the terminals (SIGHUP, 2 s, SIGKILL), terminates the background processes (SIGTERM,
+// 3 s, SIGKILL; their final records are saved),
 // kills every running command and shuts down. It returns nil after a shutdown caused by ctx.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Requests see their context cancelled when the shutdown begins, so that handlers clean up
@@ -180,7 +206,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	} else if n > 0 {
 		s.log.Info("sessions saved", "count", n)
 	}
+	s.watches.Close() // each stream ends with "stopped" before the requests are cancelled
 	cancelReqs()
+	s.terms.Close()
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -192,9 +220,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Close terminates the background processes (as Serve does at shutdown; no new ones start)
+// Close kills the terminals, terminates the background processes (as Serve does at shutdown; no
+// new ones start)
 // and kills every running command.
 func (s *Server) Close() {
+	s.watches.Close()
+	s.terms.Close()
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()
 }

@@ -355,7 +355,8 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	return s.remove(ctx, id)
 }
 
-// remove deletes row, meta and archive of id, in that order.
+// remove deletes row, meta and archive of id, in that order, then its cached tree if no
+// sandbox mounts it.
 func (s *Service) remove(ctx context.Context, id string) error {
 	if err := s.cfg.Store.DeleteBackup(ctx, id); err != nil {
 		return err
@@ -365,6 +366,14 @@ func (s *Service) remove(ctx context.Context, id string) error {
 	}
 	if err := s.cfg.Blobs.Delete(ctx, archiveKey(id)); err != nil {
 		return fmt.Errorf("backup %s: delete archive: %w", id, err)
+	}
+	// Its extracted tree goes too, unless a sandbox mounts it (then it is part of that disk).
+	if s.trees != nil {
+		if used, err := s.cfg.Store.MountedBackups(ctx); err == nil && !used[id] {
+			if err := s.trees.trees.Remove(id); err != nil {
+				s.log.WarnContext(ctx, "remove the tree of a deleted backup", "backup_id", id, "err", err)
+			}
+		}
 	}
 	return nil
 }

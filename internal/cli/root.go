@@ -162,9 +162,11 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 		a.unexposeCommand(),
 		a.portsCommand(),
 		a.sleepCommand(), a.wakeCommand(), a.setCommand(),
+		a.shellCommand(), a.terminalsCommand(), a.terminalKillCommand(),
 	)
 	root.AddCommand(a.backupCommands()...)
 	root.AddCommand(a.snapshotCommands()...)
+	root.AddCommand(a.watchCommand())
 	return root
 }
 

@@ -121,6 +121,11 @@ type Config struct {
 	// state dir's file system at creation, between 2 GiB and 64 GiB (as LXD sizes its default
 	// loop-backed pool).
 	DataVolumeSize string `json:"dataVolumeSize"`
+
+	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
+	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
+	// when that exists (bin/hutchd in a built checkout), else empty.
+	ConsoleDir string `json:"consoleDir"`
 }
 
 // Duration is a time.Duration that reads "5s" in JSON.
@@ -170,6 +175,7 @@ func Defaults() Config {
 		BackupGCInterval: Duration(10 * time.Minute),
 		BackupOrphanAge:  Duration(time.Hour),
 		DataVolumeSize:   "auto",
+		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
 
@@ -217,6 +223,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
 	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
+	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
 	}
@@ -275,6 +282,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.S3AccessKey, *s3AccessKey, "HUTCH_S3_ACCESS_KEY")
 	pick(&c.S3SecretKey, *s3SecretKey, "HUTCH_S3_SECRET_KEY")
 	pick(&c.S3Prefix, *s3Prefix, "HUTCH_S3_PREFIX")
+	pick(&c.ConsoleDir, *consoleDir, "HUTCH_CONSOLE_DIR")
+	if c.ConsoleDir == "off" {
+		c.ConsoleDir = ""
+	}
 	if v := getenv("HUTCH_S3_TLS"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -464,4 +475,16 @@ func (c Config) DenyPrefixes() []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// defaultConsoleDir is <dir of exe>/../web/console/dist if it is a directory, else "".
+func defaultConsoleDir(exe string) string {
+	if exe == "" {
+		return ""
+	}
+	d := filepath.Join(filepath.Dir(exe), "..", "web", "console", "dist")
+	if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+		return d
+	}
+	return ""
 }

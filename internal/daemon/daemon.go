@@ -21,6 +21,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backup"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/config"
+	"github.com/hutchdev/hutch/internal/console"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/netns"
@@ -164,6 +165,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
 	api.SetBackups(bk)
 	api.SetSnapshots(snaps)
+	api.SetConsole(console.New(cfg.ConsoleDir, log.With("component", "console")))
+	if cfg.ConsoleDir != "" {
+		log.Info("web console", "url", url+console.Prefix, "dir", cfg.ConsoleDir)
+	}
 	srv := &http.Server{
 		Handler:           api,
 		ReadHeaderTimeout: 30 * time.Second,

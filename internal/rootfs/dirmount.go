@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -258,4 +259,113 @@ func IsShared(path string) (bool, error) {
 		return false, fmt.Errorf("rootfs: %s is not a mountpoint", path)
 	}
 	return shared, nil
+}
+
+// MountSource returns the source field (mountinfo's field after the file system type) of the
+// mount whose root or content the open file f is on, found by its mount ID (statx), so a path
+// the sandbox may have changed is never trusted. It is how hutchd tells its own directory mounts
+// ("hutch-backup-<id>") from any other mount.
+func MountSource(f *os.File) (string, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+		return "", fmt.Errorf("rootfs: statx: %w", err)
+	}
+	if st.Mask&unix.STATX_MNT_ID == 0 {
+		return "", errors.New("rootfs: the kernel does not report mount IDs")
+	}
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", fmt.Errorf("rootfs: %w", err)
+	}
+	defer mi.Close()
+	id := strconv.FormatUint(st.Mnt_id, 10)
+	sc := bufio.NewScanner(mi)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || fields[0] != id {
+			continue
+		}
+		for i, x := range fields {
+			if x == "-" && i+2 < len(fields) {
+				return unescape(fields[i+2]), nil
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", fmt.Errorf("rootfs: %w", err)
+	}
+	return "", fmt.Errorf("rootfs: mount %s not in mountinfo", id)
+}
+
+// MountRef is a mount found in mountinfo: its mount ID and its mount point as a path inside a
+// sandbox root (where the kernel says it is now, after any renames).
+type MountRef struct {
+	ID   uint64
+	Path string
+}
+
+// MountsBySource returns the mounts below root (the host path of a sandbox root) whose source
+// is src, deepest first.
+func MountsBySource(root, src string) ([]MountRef, error) {
+	mi, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("rootfs: %w", err)
+	}
+	defer mi.Close()
+	var out []MountRef
+	sc := bufio.NewScanner(mi)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 {
+			continue
+		}
+		mp := unescape(fields[4])
+		rest, ok := strings.CutPrefix(mp, root+"/")
+		if !ok {
+			continue
+		}
+		for i, x := range fields {
+			if x == "-" && i+2 < len(fields) {
+				if unescape(fields[i+2]) == src {
+					id, err := strconv.ParseUint(fields[0], 10, 64)
+					if err == nil {
+						out = append(out, MountRef{ID: id, Path: "/" + rest})
+					}
+				}
+				break
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("rootfs: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return strings.Count(out[i].Path, "/") > strings.Count(out[j].Path, "/") })
+	return out, nil
+}
+
+// UnmountRef detaches the mount ref (with everything below it) inside root. It opens ref.Path
+// inside root (RESOLVE_IN_ROOT) and detaches only if the directory it reaches is the root of
+// mount ref.ID (statx), so a sandbox that renames directories meanwhile can only make the call
+// miss, never hit another mount. A mount that moved or went is left alone (it goes when the
+// sandbox's root is unmounted); the result says whether it was detached.
+func UnmountRef(root string, ref MountRef) (bool, error) {
+	f, _, err := OpenDir(root, ref.Path, false)
+	if err != nil {
+		return false, nil
+	}
+	defer f.Close()
+	var st unix.Statx_t
+	if err := unix.Statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &st); err != nil {
+		return false, fmt.Errorf("rootfs: statx: %w", err)
+	}
+	isRoot, err := IsMountRoot(f)
+	if err != nil || !isRoot || st.Mnt_id != ref.ID {
+		return false, err
+	}
+	if err := unix.Unmount(FDPath(f), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+		return false, fmt.Errorf("rootfs: unmount: %w", err)
+	}
+	return true, nil
 }

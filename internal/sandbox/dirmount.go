@@ -79,27 +79,33 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 	if err != nil {
 		return "", err
 	}
-	// Take down the mounts the new one replaces: at its path, then below it.
+	// Take down the mounts the new one replaces (at its path, then below it), each found by its
+	// own source in mountinfo and checked by mount ID: never a mount that is not ours.
+	replaced := false
 	for i := len(old) - 1; i >= 0; i-- {
 		o := old[i]
 		if o.Path != resolved && !strings.HasPrefix(o.Path, resolved+"/") {
 			continue
 		}
-		g, _, err := rootfs.OpenDir(merged, o.Path, false)
-		if err != nil {
-			continue // gone from the tree (renamed away): stays mounted until the sandbox stops
-		}
-		err = rootfs.UnmountDir(g)
-		g.Close()
+		n, err := m.unmountDirMount(merged, o.MountID)
 		if err != nil {
 			return "", fmt.Errorf("replace mount at %s: %w", o.Path, err)
 		}
+		replaced = replaced || n > 0
 	}
-	if o := findMount(old, resolved); o != nil {
-		// The descriptor may name the old mount's root: open the directory below it again.
+	if replaced {
+		// The descriptor may name an old mount's root: open the directory below it again.
 		f.Close()
-		if f, _, err = openMountPoint(merged, resolved, roots); err != nil {
+		if f, resolved, err = openMountPoint(merged, resolved, roots); err != nil {
 			return "", err
+		}
+	}
+	if isRoot, err := rootfs.IsMountRoot(f); err != nil {
+		return "", err
+	} else if isRoot {
+		if src, err := rootfs.MountSource(f); err != nil || !strings.HasPrefix(src, mountSourcePrefix) {
+			return "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q is a mount point the sandbox needs: restore somewhere else", dir).
+				With("dir", dir).With("resolved", resolved)
 		}
 	}
 	mid, err := newMountID()
@@ -107,19 +113,23 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 		return "", err
 	}
 	mdir := m.mountDir(id, mid)
-	if err := rootfs.MountDir(f, "hutch-backup-"+backupID, tree, filepath.Join(mdir, "upper"), filepath.Join(mdir, "work")); err != nil {
+	if err := rootfs.MountDir(f, mountSourcePrefix+mid, tree, filepath.Join(mdir, "upper"), filepath.Join(mdir, "work")); err != nil {
 		os.RemoveAll(mdir)
 		return "", err
 	}
 	gone, err := m.store.PutDirMount(ctx, store.DirMount{SandboxID: id, Path: resolved, BackupID: backupID, MountID: mid})
 	if err != nil {
-		_ = rootfs.UnmountDir(f)
+		_, _ = m.unmountDirMount(merged, mid)
 		os.RemoveAll(mdir)
 		return "", err
 	}
 	for _, g := range gone {
-		if err := os.RemoveAll(m.mountDir(id, g.MountID)); err != nil {
-			m.log.WarnContext(ctx, "remove replaced mount", "sandbox_id", id, "path", g.Path, "err", err)
+		// A replaced mount the sandbox moved out of reach stays mounted until the sandbox stops;
+		// its directories go with the sandbox then (Destroy) or stay unreferenced on its disk.
+		if refs, err := rootfs.MountsBySource(merged, mountSourcePrefix+g.MountID); err == nil && len(refs) == 0 {
+			if err := os.RemoveAll(m.mountDir(id, g.MountID)); err != nil {
+				m.log.WarnContext(ctx, "remove replaced mount", "sandbox_id", id, "path", g.Path, "err", err)
+			}
 		}
 	}
 	m.touch(id)
@@ -127,31 +137,82 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 	return resolved, nil
 }
 
-func findMount(ms []store.DirMount, path string) *store.DirMount {
-	for i := range ms {
-		if ms[i].Path == path {
-			return &ms[i]
+// mountSourcePrefix names hutchd's directory mounts in mountinfo: the source of a mount is
+// mountSourcePrefix + its mount ID, unique per mount.
+const mountSourcePrefix = "hutch-mount-"
+
+// unmountDirMount detaches directory mount mid wherever it is below merged now, and returns
+// how many mounts it detached.
+func (m *Manager) unmountDirMount(merged, mid string) (int, error) {
+	refs, err := rootfs.MountsBySource(merged, mountSourcePrefix+mid)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ref := range refs {
+		ok, err := rootfs.UnmountRef(merged, ref)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
 		}
 	}
-	return nil
+	return n, nil
 }
 
-// openMountPoint opens (creating) dir inside the sandbox root merged and checks the roots.
+// openMountPoint opens dir inside the sandbox root merged, creating its missing directories,
+// and checks that it resolves under roots. The check runs before anything is created (on the
+// longest existing ancestor, resolved, plus the missing rest) and again after.
 func openMountPoint(merged, dir string, roots []string) (*os.File, string, error) {
+	refuse := func(err error) error {
+		switch {
+		case errors.Is(err, unix.ENAMETOOLONG):
+			return errdefs.Newf(errdefs.CodeNameTooLong, "dir %q: a name in it is too long", truncate(dir, 256)).With("dir", truncate(dir, 256))
+		case errors.Is(err, rootfs.ErrDangling), errors.Is(err, fs.ErrNotExist), isNotDir(err), errors.Is(err, unix.ELOOP):
+			return errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q cannot be a directory in the sandbox (a dangling symlink, a symlink loop or a file on the way)", truncate(dir, 256)).
+				With("dir", truncate(dir, 256)).With("allowedRoots", roots)
+		}
+		return err
+	}
+	outside := func(resolved string) error {
+		return errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q resolves to %q, which is not under an allowed root (%s)",
+			truncate(dir, 256), truncate(resolved, 256), strings.Join(roots, ", ")).With("dir", truncate(dir, 256)).With("resolved", truncate(resolved, 256)).With("allowedRoots", roots)
+	}
+	// The longest existing ancestor, resolved; the missing rest will be plain directories.
+	existing, rest := dir, ""
+	for {
+		g, resolved, err := rootfs.OpenDir(merged, existing, false)
+		if err == nil {
+			g.Close()
+			if p := filepath.Join(resolved, rest); !within(p, roots) {
+				return nil, "", outside(p)
+			}
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) || existing == "/" {
+			return nil, "", refuse(err)
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = filepath.Dir(existing)
+	}
 	f, resolved, err := rootfs.OpenDir(merged, dir, true)
 	if err != nil {
-		if errors.Is(err, rootfs.ErrDangling) || errors.Is(err, fs.ErrNotExist) || isNotDir(err) {
-			return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q cannot be a directory in the sandbox: %v", dir, err).
-				With("dir", dir).With("allowedRoots", roots)
-		}
-		return nil, "", err
+		return nil, "", refuse(err)
 	}
-	if within(resolved, roots) {
-		return f, resolved, nil
+	if !within(resolved, roots) { // the sandbox changed the path meanwhile
+		f.Close()
+		return nil, "", outside(resolved)
 	}
-	f.Close()
-	return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q resolves to %q, which is not under an allowed root (%s)",
-		dir, resolved, strings.Join(roots, ", ")).With("dir", dir).With("resolved", resolved).With("allowedRoots", roots)
+	return f, resolved, nil
+}
+
+// truncate shortens s to at most n bytes for messages.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func isNotDir(err error) bool { return errors.Is(err, unix.ENOTDIR) }
@@ -200,11 +261,18 @@ func (m *Manager) mountDirs(ctx context.Context, id, merged string) error {
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", d.Path, err)
 		}
-		f, _, err := rootfs.OpenDir(merged, d.Path, true)
-		if err != nil {
-			return fmt.Errorf("mount %s: %w", d.Path, err)
+		// The recorded path was checked when the backup was restored; the sandbox may have
+		// put a symlink on the way since. Mount only where the path still leads to itself.
+		f, resolved, err := rootfs.OpenDir(merged, d.Path, true)
+		if err != nil || resolved != d.Path {
+			if f != nil {
+				f.Close()
+			}
+			m.log.WarnContext(ctx, "restored directory not mounted: its path no longer leads to itself (a symlink or a file on the way); restore it again to use it",
+				"sandbox_id", id, "dir", d.Path, "resolved", resolved, "err", err)
+			continue
 		}
-		err = rootfs.MountDir(f, "hutch-backup-"+d.BackupID, tree, filepath.Join(m.mountDir(id, d.MountID), "upper"), filepath.Join(m.mountDir(id, d.MountID), "work"))
+		err = rootfs.MountDir(f, mountSourcePrefix+d.MountID, tree, filepath.Join(m.mountDir(id, d.MountID), "upper"), filepath.Join(m.mountDir(id, d.MountID), "work"))
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", d.Path, err)
@@ -293,9 +361,13 @@ func (m *Manager) OpenDir(ctx context.Context, id, dir string, roots []string) (
 	f, resolved, err := rootfs.OpenDir(filepath.Join(m.sandboxDir(id), "rootfs"), dir, false)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, "", errdefs.Newf(errdefs.CodeFileNotFound, "%s does not exist", dir).With("path", dir)
+		return nil, "", errdefs.Newf(errdefs.CodeFileNotFound, "%s does not exist", truncate(dir, 256)).With("path", truncate(dir, 256))
 	case isNotDir(err):
-		return nil, "", errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
+		return nil, "", errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", truncate(dir, 256)).With("path", truncate(dir, 256))
+	case errors.Is(err, unix.ELOOP):
+		return nil, "", errdefs.Newf(errdefs.CodeInvalidBackupConfig, "dir %q: a symlink loop on the way", truncate(dir, 256)).With("dir", truncate(dir, 256))
+	case errors.Is(err, unix.ENAMETOOLONG):
+		return nil, "", errdefs.Newf(errdefs.CodeNameTooLong, "dir %q: a name in it is too long", truncate(dir, 256)).With("dir", truncate(dir, 256))
 	case err != nil:
 		return nil, "", err
 	}

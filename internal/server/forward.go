@@ -53,6 +53,8 @@ var forwarded = []route{
 	{http.MethodPost, "process/{pid}/wait-log", "process.waitForLog", false},
 	{http.MethodPost, "process/{pid}/wait-port", "process.waitForPort", false},
 	{http.MethodPost, "process/{pid}/wait-exit", "process.waitForExit", false},
+	{http.MethodPost, "watch", "watch", false},
+	{http.MethodPost, "watch/check", "watch.check", false},
 }
 
 // agentPath is the agent's path for rt, with the request's {pid} filled in (escaped: a process

@@ -90,6 +90,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/snapshots", s.auth(s.listSnapshots))
 	s.mux.Handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
 	s.mux.Handle("DELETE /v1/snapshots/{sid}", s.auth(s.deleteSnapshot))
+	// Terminals (terminals.go).
+	s.mux.Handle("GET /v1/sandboxes/{id}/terminals", s.auth(s.listTerminals))
+	s.mux.Handle("GET /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.connectTerminal))
+	s.mux.Handle("DELETE /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.killTerminal))
 	for _, r := range forwarded {
 		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
@@ -112,6 +116,8 @@ func (s *Server) routes() {
 		"/v1/sandboxes/{id}/restore-snapshot":      {"POST"},
 		"/v1/snapshots":                            {"GET"},
 		"/v1/snapshots/{sid}":                      {"GET", "DELETE"},
+		"/v1/sandboxes/{id}/terminals":             {"GET"},
+		"/v1/sandboxes/{id}/terminals/{tid}":       {"GET", "DELETE"},
 		"/v1/images":                               {"GET"},
 		"/v1/images/build":                         {"POST"},
 	}
@@ -135,6 +141,14 @@ func (s *Server) routes() {
 	s.mux.Handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path), "")
 	}))
+}
+
+// SetConsole serves the web console handler h (internal/console) at /console/ and /console,
+// without authentication: the static files hold no secrets, and every API call the console
+// makes carries the token its user typed. Call it before serving.
+func (s *Server) SetConsole(h http.Handler) {
+	s.mux.Handle("/console/", h)
+	s.mux.Handle("/console", h)
 }
 
 // ServeHTTP implements http.Handler.
@@ -174,10 +188,21 @@ func cleanPath(p string) bool {
 	return true
 }
 
-// auth checks the bearer token in constant time.
+// auth checks the bearer token in constant time. A WebSocket handshake may carry it as the
+// subprotocol "bearer.<token>" instead (browsers cannot set headers there), and must come from
+// no Origin or the request's own host (403 ORIGIN_NOT_ALLOWED otherwise; see terminals.go).
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upgrade := isWebSocketUpgrade(r)
+		if upgrade && !sameOrigin(r) {
+			closeUnread(w)
+			writeError(w, r, errdefs.Newf(errdefs.CodeOriginNotAllowed, "WebSocket from origin %q refused: only the API's own origin may connect", r.Header.Get("Origin")), "")
+			return
+		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && upgrade {
+			got, ok = wsToken(r)
+		}
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
 			closeUnread(w)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"archive/tar"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -248,13 +249,34 @@ func writeFile(target string, hdr *tar.Header, data []byte) error {
 	return f.Close()
 }
 
-// writeStream creates the regular file target with hdr.Size bytes from r.
+// writeStream creates the regular file target with hdr.Size bytes from r. Blocks of zeros
+// become holes (the file is sparse, as `cp --sparse=always` makes it): a sparse file, which a
+// tar stores at its full size, does not take its full size on disk again when extracted.
 func writeStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error {
 	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
 	if err != nil {
 		return err
 	}
-	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, onlyReader{r}, buf); err != nil {
+	for left := hdr.Size; left > 0; {
+		n, err := io.ReadFull(r, buf[:min(int64(len(buf)), left)])
+		if err != nil {
+			f.Close()
+			return err
+		}
+		left -= int64(n)
+		if isZero(buf[:n]) {
+			if _, err := f.Seek(int64(n), io.SeekCurrent); err != nil {
+				f.Close()
+				return err
+			}
+			continue
+		}
+		if _, err := f.Write(buf[:n]); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := f.Truncate(hdr.Size); err != nil { // the size, when the file ends in a hole
 		f.Close()
 		return err
 	}
@@ -263,6 +285,21 @@ func writeStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error 
 		return err
 	}
 	return f.Close()
+}
+
+// zeros is a block of zeros to compare with.
+var zeros = make([]byte, 1<<20)
+
+// isZero reports whether b holds only zero bytes.
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		k := min(len(b), len(zeros))
+		if !bytes.Equal(b[:k], zeros[:k]) {
+			return false
+		}
+		b = b[k:]
+	}
+	return true
 }
 
 // createMode is the permission a file is created with: hdr's when the process's umask leaves

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
 )
 
 // paxXattr prefixes an extended attribute's name in a PAX record (the GNU tar / star form).
@@ -111,7 +113,10 @@ func (lw *layerWriter) tree(src, prefix string) error {
 func (lw *layerWriter) entry(p, name string, opaque bool) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
-		return fmt.Errorf("lstat %s: %w", name, err)
+		if errors.Is(err, unix.ENAMETOOLONG) {
+			return errdefs.Newf(errdefs.CodeNameTooLong, "%.200s…: a path too long for the host (PATH_MAX): move it or delete it before the snapshot", name)
+		}
+		return fmt.Errorf("lstat %.300s: %w", name, err)
 	}
 	hdr := &tar.Header{
 		Name:    name,

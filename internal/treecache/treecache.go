@@ -118,6 +118,26 @@ func (c *Cache) Adopt(key, tmp string) error {
 	return nil
 }
 
+// Remove removes key's entry now (renamed away first, so it disappears at once). A missing
+// entry is not an error. Callers make sure nothing uses it.
+func (c *Cache) Remove(key string) error {
+	unlock := c.Lock(key)
+	defer unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	trash := filepath.Join(c.dir, ".gc-"+key)
+	if err := os.Rename(c.Path(key), trash); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("tree cache: %w", err)
+	}
+	if err := os.RemoveAll(trash); err != nil {
+		return fmt.Errorf("tree cache: %w", err)
+	}
+	return nil
+}
+
 // GC removes the entries whose key is not in used and that were last used more than minAge
 // ago, and returns their keys. It goes on after a failed removal and returns the errors joined.
 func (c *Cache) GC(ctx context.Context, used map[string]bool, minAge time.Duration) ([]string, error) {

@@ -76,6 +76,12 @@ func TestCache(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "not-an-entry")); err != nil {
 		t.Error("GC touched a name that is not an entry")
 	}
+	if err := c.Remove("k-b"); err != nil || c.Has("k-b") {
+		t.Errorf("Remove(k-b) = %v, still there: %v", err, c.Has("k-b"))
+	}
+	if err := c.Remove("k-missing"); err != nil {
+		t.Errorf("Remove of a missing entry: %v", err)
+	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") {

@@ -47,6 +47,12 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/files"
 )
 
+// MaxPathLen is the longest entry path (relative to the archived directory, in bytes) Write
+// accepts: longer ones could not be extracted anywhere (PATH_MAX is 4096 with the target
+// directory's own path in front), so a backup holding one fails with NAME_TOO_LONG at once
+// rather than becoming a backup that cannot be restored.
+const MaxPathLen = 3584
+
 // bufSize is the size of the write buffer in front of the tar stream and of the copy buffer
 // for file contents, in bytes.
 const bufSize = 1 << 20
@@ -227,6 +233,10 @@ func (a *writer) walk(dir *os.Root, rel string) error {
 		childRel := name
 		if rel != "" {
 			childRel = rel + "/" + name
+		}
+		if len(childRel) > MaxPathLen {
+			return errdefs.Newf(errdefs.CodeNameTooLong, "%s…: a path longer than %d bytes could not be restored (PATH_MAX); move or exclude it",
+				childRel[:200], MaxPathLen).With("path", childRel[:200]+"…")
 		}
 		fi, err := dir.Lstat(name)
 		if err != nil {

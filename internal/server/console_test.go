@@ -1,0 +1,59 @@
+package server
+
+import (
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/internal/console"
+)
+
+// The console's static files are served without a token; the API next to them still needs one,
+// and a path that climbs out of /console/ is refused before it reaches the file server.
+func TestConsoleWithoutAuth(t *testing.T) {
+	dir := t.TempDir()
+	dist := filepath.Join(dir, "dist")
+	if err := os.MkdirAll(dist, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dist, "index.html"), []byte("<title>console</title>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hutch.db"), []byte("SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := New(slog.New(slog.DiscardHandler), testToken, nil, nil, nil, "test")
+	s.SetConsole(console.New(dist, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, tc := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/console/", http.StatusOK, "<title>console</title>"},
+		{"/console", http.StatusMovedPermanently, ""},
+		{"/console/../hutch.db", http.StatusNotFound, ""},
+		{"/console/%2e%2e/hutch.db", http.StatusNotFound, ""},
+		{"/v1/sandboxes", http.StatusUnauthorized, ""},
+		{"/consolex", http.StatusUnauthorized, ""},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
+		req.URL.Opaque = tc.path // sent as is
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || !strings.Contains(string(b), tc.body) || strings.Contains(string(b), "SECRET") {
+			t.Errorf("GET %s = %d %q, want %d", tc.path, resp.StatusCode, b, tc.status)
+		}
+	}
+}
