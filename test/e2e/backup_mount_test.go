@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
 )
@@ -197,5 +199,97 @@ func TestBackupHostReadRace(t *testing.T) {
 		if got := mustExec(t, a, "find "+dir+" -name '"+marker+"' -o -name shadow -o -name hostname | head -3"); got != "" {
 			t.Fatalf("backup %d holds host files: %q", i, got)
 		}
+	}
+}
+
+// The breaker's findings on restores as mounts (2026-11-30): a sandbox that moves a restored
+// directory and plants symlinks must not make hutchd unmount its root, mount a backup outside
+// the allowed roots at the next start, or create directories outside them on a refused restore.
+func TestBackupRestoreMountMoved(t *testing.T) {
+	requireEnv(t)
+	a := sandbox(t, "e2e-bmnt-moved", &client.SandboxOptions{InstanceType: "lite"})
+	mustExec(t, a, "mkdir -p /workspace/p && echo x > /workspace/p/f")
+	bk, err := a.CreateBackup(ctxT(t, 5*time.Minute), client.BackupOptions{Dir: "/workspace/p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// F5: a refused restore creates nothing outside the roots.
+	mustExec(t, a, "ln -s /etc /workspace/le")
+	if _, err := a.RestoreBackup(ctxT(t, time.Minute), bk.ID, "/workspace/le/made-by-restore/deep"); !errdefs.IsCode(err, errdefs.CodeInvalidBackupConfig) {
+		t.Errorf("restore through a symlink to /etc: %v", err)
+	}
+	if got := mustExec(t, a, "test -e /etc/made-by-restore && echo created || echo clean"); got != "clean\n" {
+		t.Errorf("a refused restore created a directory in /etc: %q", got)
+	}
+	// A symlink loop is a clear error.
+	mustExec(t, a, "ln -s /workspace/loop /workspace/loop")
+	if _, err := a.RestoreBackup(ctxT(t, time.Minute), bk.ID, "/workspace/loop/x"); !errdefs.IsCode(err, errdefs.CodeInvalidBackupConfig) {
+		t.Errorf("restore through a symlink loop: %v", err)
+	}
+
+	// F2: the restored directory's parent is moved and its old path made a symlink to /; a new
+	// restore above it must not detach the sandbox's root.
+	if _, err := a.RestoreBackup(ctxT(t, time.Minute), bk.ID, "/workspace/z/y"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, a, "mv /workspace/z /workspace/zz && mkdir /workspace/z && ln -s / /workspace/z/y")
+	if _, err := a.RestoreBackup(ctxT(t, time.Minute), bk.ID, "/workspace/z"); err != nil {
+		t.Fatalf("restore above a moved restore: %v\n%s", err, d.LogTail())
+	}
+	if got := mustExec(t, a, "cat /workspace/z/f && ls / | grep -c workspace"); got != "x\n1\n" {
+		t.Errorf("after the restore: %q", got)
+	}
+	root := filepath.Join(d.StateDir, "data", "sandboxes", a.ID(), "rootfs")
+	if m := mountsUnder(filepath.Dir(root)); len(m) == 0 {
+		t.Error("the sandbox's root is no longer mounted on the host")
+	} else if fstype, _ := mountAt(t, root); fstype != "overlay" {
+		t.Errorf("the sandbox's root mount is %q, want overlay", fstype)
+	}
+	bk2, err := a.CreateBackup(ctxT(t, time.Minute), client.BackupOptions{Dir: "/workspace"})
+	if err != nil {
+		t.Errorf("backup of /workspace after the restore: %v", err)
+	} else {
+		_ = d.Client().DeleteBackup(ctxT(t, time.Minute), bk2.ID)
+	}
+
+	// F3: a restore whose path later leads elsewhere (a symlink on the way) is not mounted there
+	// at the next start; the sandbox keeps working.
+	if _, err := a.RestoreBackup(ctxT(t, time.Minute), bk.ID, "/workspace/a/b"); err != nil {
+		t.Fatal(err)
+	}
+	mustExec(t, a, "mv /workspace/a /workspace/c && ln -s /etc /workspace/a")
+	if _, err := a.Sleep(ctxT(t, 2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, a, "test -e /etc/b/f && echo mounted-in-etc || echo ok"); got != "ok\n" {
+		t.Errorf("after wake: %q", got)
+	}
+	if got := mustExec(t, a, "cat /workspace/z/f"); got != "x\n" {
+		t.Errorf("the other restore after wake: %q", got)
+	}
+}
+
+// A sparse file is extracted sparse: restoring it does not write its zeros to the data volume.
+func TestBackupSparseFile(t *testing.T) {
+	requireEnv(t)
+	a := sandbox(t, "e2e-bak-sparse", &client.SandboxOptions{InstanceType: "lite"})
+	mustExec(t, a, "mkdir -p /workspace/sp && truncate -s 1G /workspace/sp/big && echo end >> /workspace/sp/big")
+	bk, err := a.CreateBackup(ctxT(t, 5*time.Minute), client.BackupOptions{Dir: "/workspace/sp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RestoreBackup(ctxT(t, 5*time.Minute), bk.ID, "/workspace/sp2"); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustExec(t, a, "stat -c %s /workspace/sp2/big && tail -c 4 /workspace/sp2/big"); got != "1073741828\nend\n" {
+		t.Errorf("restored sparse file: %q", got)
+	}
+	tree := filepath.Join(d.StateDir, "data", "backup-trees", bk.ID, "big")
+	var st unix.Stat_t
+	if err := unix.Stat(tree, &st); err != nil {
+		t.Fatal(err)
+	}
+	if used := st.Blocks * 512; used > 16<<20 {
+		t.Errorf("the extracted sparse file takes %d MiB on the volume, want its data only", used>>20)
 	}
 }
