@@ -114,14 +114,20 @@ type proc struct {
 	stopped bool
 }
 
-// descendants returns the live (not zombie) processes below root, from the parent links in
-// /proc/<pid>/stat.
-func descendants(root int) []proc {
+// ProcStat is one live process as /proc/<pid>/stat describes it.
+type ProcStat struct {
+	Pid, Ppid, Sid int
+	State          byte // 'R', 'S', 'D', 'T', 't', …; never 'Z' or 'X' (those are left out)
+}
+
+// ScanProcs reads every live (not zombie) process from /proc/<pid>/stat. A process that ends
+// during the scan is left out.
+func ScanProcs() []ProcStat {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	children := map[int][]proc{}
+	out := make([]ProcStat, 0, len(entries))
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -131,21 +137,32 @@ func descendants(root int) []proc {
 		if err != nil {
 			continue
 		}
-		// pid (comm) state ppid …; comm may hold spaces and parentheses: parse after the last ')'.
+		// pid (comm) state ppid pgrp session …; comm may hold spaces and parentheses: parse
+		// after the last ')'.
 		i := bytes.LastIndexByte(b, ')')
 		if i < 0 {
 			continue
 		}
 		f := bytes.Fields(b[i+1:])
-		if len(f) < 2 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		if len(f) < 4 || len(f[0]) != 1 || f[0][0] == 'Z' || f[0][0] == 'X' {
 			continue
 		}
-		ppid, err := strconv.Atoi(string(f[1]))
-		if err != nil {
+		ppid, err1 := strconv.Atoi(string(f[1]))
+		sid, err2 := strconv.Atoi(string(f[3]))
+		if err1 != nil || err2 != nil {
 			continue
 		}
-		st := string(f[0])
-		children[ppid] = append(children[ppid], proc{pid: pid, stopped: st == "T" || st == "t"})
+		out = append(out, ProcStat{Pid: pid, Ppid: ppid, Sid: sid, State: f[0][0]})
+	}
+	return out
+}
+
+// descendants returns the live (not zombie) processes below root, from the parent links in
+// /proc/<pid>/stat.
+func descendants(root int) []proc {
+	children := map[int][]proc{}
+	for _, p := range ScanProcs() {
+		children[p.Ppid] = append(children[p.Ppid], proc{pid: p.Pid, stopped: p.State == 'T' || p.State == 't'})
 	}
 	var out []proc
 	queue := []int{root}
