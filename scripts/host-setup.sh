@@ -21,6 +21,16 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# Sandboxes run as host root until they get user namespaces (the hardening issue), so they
+# share root's inotify limits (per user): with the kernel's defaults (128 instances) one
+# sandbox's file watchers could starve the others' and the host's. Raise them, never lower.
+raise() { # raise KEY MIN
+  local cur; cur=$(sysctl -n "$1" 2>/dev/null || echo 0)
+  if [ "$cur" -lt "$2" ]; then sysctl -q -w "$1=$2" || echo "host-setup: could not raise $1 to $2" >&2; fi
+}
+raise fs.inotify.max_user_instances 8192
+raise fs.inotify.max_user_watches 1048576
+
 if ! command -v go >/dev/null 2>&1; then
   cat >&2 <<'MSG'
 host-setup: Go is missing. Install Go 1.21 or newer (the go command then fetches the exact

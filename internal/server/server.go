@@ -188,8 +188,9 @@ func cleanPath(p string) bool {
 	return true
 }
 
-// auth checks the bearer token in constant time. A WebSocket handshake may carry it as the
-// subprotocol "bearer.<token>" instead (browsers cannot set headers there), and must come from
+// auth checks the bearer token in constant time. A WebSocket handshake of the terminal route
+// may carry it as the subprotocol "bearer.<token>" instead (browsers cannot set headers there;
+// no other route accepts it), and every WebSocket handshake must come from
 // no Origin or the request's own host (403 ORIGIN_NOT_ALLOWED otherwise; see terminals.go).
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -200,8 +201,8 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok && upgrade {
-			got, ok = wsToken(r)
+		if !ok && upgrade && strings.HasSuffix(r.Pattern, "/terminals/{tid}") {
+			got, ok = wsToken(r) // only where a browser needs it: the terminal WebSocket
 		}
 		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)

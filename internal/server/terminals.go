@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // TerminalSubprotocol is the WebSocket subprotocol of terminals. A browser, which cannot set an
@@ -60,6 +61,10 @@ func (s *Server) connectTerminal(w http.ResponseWriter, r *http.Request) {
 	const op = "terminal.connect"
 	id, tid := r.PathValue("id"), r.PathValue("tid")
 	if err := checkTerminalID(tid); err != nil {
+		writeError(w, r, err, op)
+		return
+	}
+	if err := sandbox.ValidateID(id); err != nil {
 		writeError(w, r, err, op)
 		return
 	}

@@ -37,9 +37,19 @@ func TestWebSocketAuth(t *testing.T) {
 		{"cross origin, header token", "GET", merge(merge(upgrade, "Authorization", "Bearer "+testToken), "Origin", "https://evil.example:"+strings.Split(host, ":")[1]), 403, "ORIGIN_NOT_ALLOWED"},
 		{"null origin", "GET", merge(merge(upgrade, "Sec-Websocket-Protocol", "bearer."+testToken), "Origin", "null"), 403, "ORIGIN_NOT_ALLOWED"},
 		{"origin is not checked without an upgrade", "GET", http.Header{"Authorization": {"Bearer " + testToken}, "Origin": {"http://evil.example"}}, 200, ""},
+		// The subprotocol token is for the terminal WebSocket only (a tester's finding).
+		{"subprotocol token on another route's upgrade", "GET /v1/sandboxes", merge(upgrade, "Sec-Websocket-Protocol", "hutch.v1, bearer."+testToken), 401, "UNAUTHENTICATED"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, srv.URL+"/v1/sandboxes/sb1/ports", nil)
+			method, path, _ := strings.Cut(tc.method, " ")
+			if path == "" {
+				path = "/v1/sandboxes/sb1/ports"
+				// A token that only a WebSocket may carry is tried where it is meant for.
+				if strings.Contains(strings.Join(tc.headers.Values("Sec-Websocket-Protocol"), ","), "bearer.") && tc.headers.Get("Authorization") == "" {
+					path = "/v1/sandboxes/Not_Valid/terminals/t1" // refused after auth, before any sandbox
+				}
+			}
+			req, _ := http.NewRequest(method, srv.URL+path, nil)
 			req.Header = tc.headers.Clone()
 			resp, err := srv.Client().Do(req)
 			if err != nil {
@@ -49,6 +59,13 @@ func TestWebSocketAuth(t *testing.T) {
 			var env struct{ Code string }
 			b, _ := io.ReadAll(resp.Body)
 			json.Unmarshal(b, &env)
+			if tc.status == 200 && strings.HasSuffix(path, "/terminals/t1") {
+				// Past auth, the terminal route fails later (no sandbox here): not 401 or 403.
+				if resp.StatusCode == 401 || resp.StatusCode == 403 {
+					t.Fatalf("status %d code %q (%s); want auth to pass", resp.StatusCode, env.Code, b)
+				}
+				return
+			}
 			if resp.StatusCode != tc.status || (tc.code != "" && env.Code != tc.code) {
 				t.Fatalf("status %d code %q (%s); want %d %s", resp.StatusCode, env.Code, b, tc.status, tc.code)
 			}

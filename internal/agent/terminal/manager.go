@@ -180,6 +180,11 @@ func (o *Options) normalize() error {
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
 		return errdefs.Newf(errdefs.CodeInvalidCommand, "shell %q is not an executable file", o.Shell).With("shell", o.Shell)
 	}
+	// The agent's own binary as a "shell" would start a second agent, which takes over the
+	// sandbox's process records (a tester's finding).
+	if self, err := os.Stat("/proc/self/exe"); err == nil && os.SameFile(fi, self) {
+		return errdefs.Newf(errdefs.CodeInvalidCommand, "shell %q is the sandbox's agent, not a shell", o.Shell).With("shell", o.Shell)
+	}
 	return nil
 }
 
@@ -285,9 +290,12 @@ func (m *Manager) Close() {
 	ts := slices.Collect(maps.Values(m.terms))
 	m.terms = map[string]*Terminal{}
 	m.mu.Unlock()
+	// Bounded: a shutdown (the sandbox going to sleep) must go on to stop the processes.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*m.grace+2*drainWait)
+	defer cancel()
 	var wg sync.WaitGroup
 	for _, t := range ts {
-		wg.Go(func() { t.kill(context.Background()) })
+		wg.Go(func() { t.kill(ctx) })
 	}
 	wg.Wait()
 }

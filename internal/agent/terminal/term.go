@@ -19,8 +19,13 @@ import (
 )
 
 // drainWait bounds how long the exit waits for the output of a shell that has exited when
-// something still holds the pseudo-terminal open.
+// something still holds the pseudo-terminal open (a process that left the session with setsid).
 const drainWait = time.Second
+
+// inputWait bounds a write of input to the shell: a program that does not read its input for
+// that long makes the write fail, and the viewer that sent it is disconnected, rather than its
+// frames piling up in the agent.
+var inputWait = 10 * time.Second
 
 // Terminal is one shell on a pseudo-terminal.
 type Terminal struct {
@@ -28,7 +33,8 @@ type Terminal struct {
 	created     time.Time
 	pid         int
 	cmd         *exec.Cmd
-	ptmx        *os.File
+	ptmx        *os.File // the pseudo-terminal's master, non-blocking (pollable): reads, writes
+	ctl         *os.File // the same master, blocking: size ioctls only
 	grace       time.Duration
 	slow        time.Duration // Config.SlowViewer
 	done        chan struct{} // closed once exited is set
@@ -64,16 +70,26 @@ func (m *Manager) start(id string, o Options) (*Terminal, error) {
 	argv := append(slices.Clone(m.shim), o.Shell)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = cwd, env
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(o.Cols), Rows: uint16(o.Rows)})
+	ctl, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(o.Cols), Rows: uint16(o.Rows)})
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.CodeCommandFailed, err, "start terminal shell").With("shell", o.Shell)
+	}
+	// A non-blocking duplicate for reads and writes, in Go's poller: closing it wakes a blocked
+	// reader (a process that left the session may hold the other side open forever), and writes
+	// can have a deadline.
+	ptmx, err := pollable(ctl)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		ctl.Close()
+		return nil, errdefs.Wrap(errdefs.CodeInternal, err, "terminal")
 	}
 	sess := o.Session
 	if sess == "" {
 		sess = session.DefaultID
 	}
 	t := &Terminal{
-		id: id, session: sess, created: time.Now().UTC(), pid: cmd.Process.Pid, cmd: cmd, ptmx: ptmx,
+		id: id, session: sess, created: time.Now().UTC(), pid: cmd.Process.Pid, cmd: cmd, ptmx: ptmx, ctl: ctl,
 		grace: m.grace, slow: m.slow, done: make(chan struct{}), readerDone: make(chan struct{}),
 		ring: newRing(m.bufBytes), cols: o.Cols, rows: o.Rows, viewers: map[*Viewer]bool{},
 		changed: make(chan struct{}), progress: make(chan struct{}),
@@ -82,6 +98,28 @@ func (m *Manager) start(id string, o Options) (*Terminal, error) {
 	go t.waitLoop()
 	m.log.Info("terminal started", "terminal", id, "session", sess, "pid", t.pid, "shell", o.Shell)
 	return t, nil
+}
+
+// pollable returns a non-blocking duplicate of f registered with Go's poller.
+func pollable(f *os.File) (*os.File, error) {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := raw.Control(func(orig uintptr) { fd, derr = unix.Dup(int(orig)) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	unix.CloseOnExec(fd)
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "ptmx"), nil
 }
 
 // setEnv returns env ("KEY=value") with set's keys replaced.
@@ -184,8 +222,9 @@ func (t *Terminal) waitLoop() {
 	case <-t.readerDone:
 	case <-time.After(drainWait):
 	}
-	_ = t.ptmx.Close() // unblocks the reader if something still holds the other side
+	_ = t.ptmx.Close() // wakes the reader if something still holds the other side
 	<-t.readerDone
+	_ = t.ctl.Close()
 	t.mu.Lock()
 	t.exited, t.exitCode = true, code
 	t.notifyLocked()
@@ -249,7 +288,12 @@ func (t *Terminal) kill(ctx context.Context) {
 	default:
 	}
 	t.signalTree(ctx, true)
-	_ = unix.Kill(t.pid, unix.SIGKILL)
+	select {
+	case <-t.done: // reaped: its pid may belong to another process now
+		return
+	default:
+		_ = unix.Kill(t.pid, unix.SIGKILL)
+	}
 	select {
 	case <-t.done:
 	case <-ctx.Done():
@@ -298,16 +342,22 @@ func (t *Terminal) resize(cols, rows int) error {
 	if t.exited {
 		return errdefs.Newf(errdefs.CodeTerminalNotFound, "terminal %q has exited", t.id).With("terminalId", t.id)
 	}
-	if err := pty.Setsize(t.ptmx, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
+	if err := pty.Setsize(t.ctl, &pty.Winsize{Cols: uint16(cols), Rows: uint16(rows)}); err != nil {
 		return errdefs.Wrap(errdefs.CodeInternal, err, "resize terminal")
 	}
 	t.cols, t.rows = cols, rows
 	return nil
 }
 
-// write sends input to the shell.
+// write sends input to the shell. Input the program does not read within inputWait fails
+// with RESOURCE_BUSY.
 func (t *Terminal) write(p []byte) (int, error) {
 	t.writeMu.Lock()
 	defer t.writeMu.Unlock()
-	return t.ptmx.Write(p)
+	_ = t.ptmx.SetWriteDeadline(time.Now().Add(inputWait))
+	n, err := t.ptmx.Write(p)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, errdefs.Newf(errdefs.CodeResourceBusy, "the terminal's program has not read its input for %s", inputWait)
+	}
+	return n, err
 }

@@ -274,3 +274,82 @@ func TestRing(t *testing.T) {
 		}
 	}
 }
+
+// A process that left the shell's session holds the pseudo-terminal open: the shell's exit is
+// still reported (within the drain wait), and kill and Close do not hang (a tester's finding).
+func TestExitWithSetsidHolder(t *testing.T) {
+	m := newManager(t, Config{})
+	v, err := m.Attach("holder", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	v.Write([]byte("setsid sleep 300 & disown; sleep 0.3; exit 4\n"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		_, err := v.Read(ctx, make([]byte, 4096))
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("no exit while a setsid'd process holds the terminal: %v", err)
+		}
+	}
+	if code, ok := v.ExitCode(); !ok || code != 4 {
+		t.Fatalf("exit = %d %v; want 4", code, ok)
+	}
+	// The setsid'd process runs on (it left the session), until the test kills it.
+	t.Cleanup(func() { _ = exec.Command("pkill", "-f", "^sleep 300$").Run() })
+	start := time.Now()
+	kctx, kcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer kcancel()
+	if _, err := m.Kill(kctx, "holder"); err != nil {
+		t.Fatal(err)
+	}
+	if kctx.Err() != nil {
+		t.Fatalf("Kill hung for %v", time.Since(start))
+	}
+}
+
+// Input a program does not read fails after inputWait, so the viewer that sent it is let go
+// instead of holding the terminal's input (a tester's finding).
+func TestUnreadInputTimesOut(t *testing.T) {
+	old := inputWait
+	inputWait = 300 * time.Millisecond
+	t.Cleanup(func() { inputWait = old })
+	m := newManager(t, Config{})
+	v, err := m.Attach("stuck", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	v.Write([]byte("stty raw -echo; echo ready; sleep 60\n"))
+	readUntil(t, v, "ready")
+	chunk := bytes.Repeat([]byte("x"), 1<<20)
+	var werr error
+	for range 8 {
+		if _, werr = v.Write(chunk); werr != nil {
+			break
+		}
+	}
+	if !errdefs.IsCode(werr, errdefs.CodeResourceBusy) {
+		t.Fatalf("writes to a program that reads nothing: %v; want RESOURCE_BUSY", werr)
+	}
+	// The terminal still works for others: a resize goes through.
+	if err := v.Resize(90, 30); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The agent's own binary is not a shell.
+func TestAgentBinaryRefusedAsShell(t *testing.T) {
+	m := newManager(t, Config{})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Attach("self", Options{Shell: self}); !errdefs.IsCode(err, errdefs.CodeInvalidCommand) {
+		t.Fatalf("Attach with the running binary as shell: %v; want INVALID_COMMAND", err)
+	}
+}

@@ -98,7 +98,14 @@ function route(): void {
   signOut.hidden = false;
   const m = /^#\/s\/([^/]+)(?:\/(\w+))?$/.exec(location.hash);
   if (m) {
-    cleanup = openSandbox(main, a, decodeURIComponent(m[1]), m[2] ?? 'terminal');
+    let sandboxId: string;
+    try {
+      sandboxId = decodeURIComponent(m[1]);
+    } catch {
+      location.hash = '#/'; // a malformed hash: back to the list
+      return;
+    }
+    cleanup = openSandbox(main, a, sandboxId, m[2] ?? 'terminal');
     return;
   }
   void showList(a);

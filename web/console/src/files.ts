@@ -70,6 +70,13 @@ export function mountFiles(panel: HTMLElement, api: Api, id: string): () => void
         status(saveMsg, `Binary file (${r.size} bytes): not editable here.`);
         return;
       }
+      if (r.content.includes('\r')) {
+        // A textarea turns CR and CRLF into LF: saving would rewrite every line ending.
+        editor.value = r.content;
+        editor.disabled = save.disabled = true;
+        status(saveMsg, `${r.size} bytes, CR or CRLF line endings: read-only here (saving would change them).`);
+        return;
+      }
       editor.value = r.content;
       editor.disabled = save.disabled = false;
       status(saveMsg, `${r.size} bytes`);

@@ -7,7 +7,7 @@ import { Api } from './api';
 import { h, replace, status } from './dom';
 
 export function mountTerminal(panel: HTMLElement, api: Api, id: string): () => void {
-  const tid = h('input', { id: 'terminal-id', value: 'console', pattern: '[a-z0-9_-]{1,64}', title: '1–64 of a-z 0-9 _ -' });
+  const tid = h('input', { id: 'terminal-id', value: 'console', pattern: '[a-z0-9_\\-]{1,64}', title: '1–64 of a-z 0-9 _ -' });
   const msg = h('span', { id: 'terminal-status', class: 'status' });
   const restart = h('button', { id: 'terminal-restart', hidden: true }, 'Start a new shell');
   const box = h('div', { id: 'terminal', class: 'terminal' });
