@@ -57,3 +57,16 @@ func TestConsoleWithoutAuth(t *testing.T) {
 		}
 	}
 }
+
+// The browser's favicon request gets an empty answer without auth, not a 401 on every page.
+func TestFaviconNoAuth(t *testing.T) {
+	srv := portsServer(t, true)
+	resp, err := srv.Client().Get(srv.URL + "/favicon.ico")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("GET /favicon.ico = %d, want 204", resp.StatusCode)
+	}
+}

@@ -64,6 +64,8 @@ func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, po
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.health)
+	// Browsers ask for it on every console page; nothing to serve, nothing to authenticate.
+	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
 	s.mux.Handle("POST /v1/sandboxes", s.auth(s.createSandbox))
 	s.mux.Handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	s.mux.Handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))

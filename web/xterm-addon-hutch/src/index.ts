@@ -72,7 +72,15 @@ export interface HutchAddonOptions {
   webSocket?: WebSocketFactory;
   /** Random numbers in [0, 1) for jitter; default Math.random. */
   random?: () => number;
+  /**
+   * Makes HTTP requests for the check after a failed handshake (a browser cannot read a refused
+   * WebSocket's status); default the global fetch. Absent and no global fetch: no check.
+   */
+  fetch?: (url: string, init: { headers: Record<string, string> }) => Promise<{ status: number; json(): Promise<unknown> }>;
 }
+
+/** TERMINAL_ID is the server's rule for terminal IDs. */
+const TERMINAL_ID = /^[a-z0-9_-]{1,64}$/;
 
 const OPEN = 1;
 
@@ -164,6 +172,11 @@ export class HutchAddon implements ITerminalAddon {
 
   private connect(): void {
     this.timer = undefined;
+    const tid = decodeURIComponent(new URL(this.opts.url).pathname.split('/').pop() ?? '');
+    if (!TERMINAL_ID.test(tid)) {
+      this.fail({ code: 'VALIDATION_FAILED', message: `terminal ID ${JSON.stringify(tid)}: want 1–64 of a-z 0-9 _ -` });
+      return;
+    }
     this.setState('connecting');
     const open = this.opts.webSocket ?? ((url, protocols) => new WebSocket(url, protocols) as unknown as WebSocketLike);
     let ws: WebSocketLike;
@@ -182,7 +195,17 @@ export class HutchAddon implements ITerminalAddon {
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = undefined;
-      this.scheduleReconnect();
+      if (this._state === 'open') {
+        this.scheduleReconnect();
+        return;
+      }
+      // Closed before "ready": the handshake may have been refused for good (a wrong token, an
+      // unknown sandbox). The browser hides the status, so ask the API before retrying.
+      void this.checkRefusal().then((err) => {
+        if (this.ws !== undefined || !this.term) return; // disposed or reconnected meanwhile
+        if (err) this.fail(err);
+        else this.scheduleReconnect();
+      });
     };
     ws.onerror = () => {
       // A close event follows; reconnecting is decided there.
@@ -228,6 +251,34 @@ export class HutchAddon implements ITerminalAddon {
         // Unknown control frames are ignored: newer servers may add types.
         break;
     }
+  }
+
+  /**
+   * checkRefusal asks GET /v1/sandboxes/{id} with the token after a failed handshake and
+   * returns the error that makes retrying pointless (401: the token; 404: the sandbox), or
+   * undefined (retry).
+   */
+  private async checkRefusal(): Promise<TerminalError | undefined> {
+    const doFetch = this.opts.fetch ?? (typeof fetch === 'function' ? (fetch as unknown as HutchAddonOptions['fetch']) : undefined);
+    if (!doFetch) return undefined;
+    const u = new URL(this.opts.url);
+    u.protocol = u.protocol === 'wss:' || u.protocol === 'https:' ? 'https:' : 'http:';
+    u.pathname = u.pathname.replace(/\/terminals\/[^/]*$/, '');
+    u.search = '';
+    try {
+      const r = await doFetch(u.toString(), { headers: { Authorization: `Bearer ${this.opts.token}` } });
+      if (r.status !== 401 && r.status !== 404) return undefined;
+      const body = (await r.json().catch(() => ({}))) as { code?: string; message?: string };
+      return { code: String(body.code ?? (r.status === 401 ? 'UNAUTHENTICATED' : 'SANDBOX_NOT_FOUND')), message: String(body.message ?? `HTTP ${r.status}`) };
+    } catch {
+      return undefined; // the network: retry
+    }
+  }
+
+  /** fail reports err and stops for good (no reconnects). */
+  private fail(err: TerminalError): void {
+    this.opts.onError?.(err);
+    this.stop('closed');
   }
 
   private scheduleReconnect(): void {

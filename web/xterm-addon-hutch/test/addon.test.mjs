@@ -65,6 +65,8 @@ function setup(extra = {}) {
     onError: (e) => events.error.push(e),
     onReady: (i) => events.ready.push(i),
     onStateChange: (s) => events.states.push(s),
+    // The check after a failed handshake: "the sandbox is there" unless a test says otherwise.
+    fetch: async () => ({ status: 200, json: async () => ({}) }),
     ...extra,
   });
   term.loadAddon(addon);
@@ -191,7 +193,7 @@ test('dispose closes cleanly and never reconnects', async () => {
 test('dispose during a backoff wait cancels the reconnect', async () => {
   const { sockets, addon } = setup({ minDelayMs: 40, maxDelayMs: 40 });
   sockets[0].serverClose();
-  assert.equal(addon.state, 'reconnecting');
+  await until(() => addon.state === 'reconnecting', 'the backoff wait (after the refusal check)');
   addon.dispose();
   await new Promise((r) => setTimeout(r, 80));
   assert.equal(sockets.length, 1);
@@ -228,4 +230,32 @@ test('terminalURL maps http(s) to ws(s) and escapes IDs', () => {
 test('the constructor refuses a missing url or token', () => {
   assert.throws(() => new HutchAddon({ url: '', token: 't' }), /url/);
   assert.throws(() => new HutchAddon({ url: 'ws://h/x', token: '' }), /token/);
+});
+
+test('a handshake refused for good (wrong token, unknown sandbox) stops instead of retrying', async () => {
+  for (const [status, code] of [[401, 'UNAUTHENTICATED'], [404, 'SANDBOX_NOT_FOUND']]) {
+    const asked = [];
+    const { sockets, events, addon } = setup({
+      fetch: async (url, init) => {
+        asked.push([url, init.headers.Authorization]);
+        return { status, json: async () => ({ code, message: 'no' }) };
+      },
+    });
+    await until(() => sockets.length === 1, 'first attempt');
+    sockets[0].serverClose();
+    await until(() => addon.state === 'closed', `stop after ${status}`);
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(sockets.length, 1, 'no reconnect after a refusal for good');
+    assert.equal(events.error.at(-1).code, code);
+    assert.deepEqual(asked[0], ['http://127.0.0.1:7411/v1/sandboxes/sb1', 'Bearer tok123']);
+    addon.dispose();
+  }
+});
+
+test('an invalid terminal ID fails at once, without connecting', () => {
+  const { sockets, events, addon } = setup({ url: 'http://127.0.0.1:7411/v1/sandboxes/sb1/terminals/BAD%20ID' });
+  assert.equal(sockets.length, 0);
+  assert.equal(events.error.at(-1).code, 'VALIDATION_FAILED');
+  assert.equal(addon.state, 'closed');
+  addon.dispose();
 });
