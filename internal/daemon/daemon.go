@@ -175,6 +175,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		IdleTimeout:       5 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
+	srv.RegisterOnShutdown(api.CloseStreams)
 	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token_file", tokPath, "version", Version)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()

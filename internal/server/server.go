@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -52,15 +53,24 @@ type Server struct {
 	snapshots Snapshots
 	version   string
 	mux       *http.ServeMux
+
+	closing     chan struct{} // closed by CloseStreams
+	closingOnce sync.Once
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
 // ports serves /v1/sandboxes/{id}/ports.
 func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
-	s := &Server{log: log, token: token, mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux()}
+	s := &Server{log: log, token: token, mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
+		closing: make(chan struct{})}
 	s.routes()
 	return s
 }
+
+// CloseStreams ends the connections the server has taken over from net/http (terminal
+// WebSockets) with a proper close frame (1001 going away), so clients see a clean end and
+// reconnect; http.Server.Shutdown does not reach them. Register it with RegisterOnShutdown.
+func (s *Server) CloseStreams() { s.closingOnce.Do(func() { close(s.closing) }) }
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.health)

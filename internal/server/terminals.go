@@ -112,6 +112,14 @@ func (s *Server) connectTerminal(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	touch := func() { s.mgr.Touch(id) }
+	go func() {
+		select {
+		case <-s.closing: // hutchd is stopping: tell the viewer, leave the terminal running
+			_ = down.Close(websocket.StatusGoingAway, "hutchd is shutting down")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	done := make(chan struct{}, 2)
 	go func() { relayFrames(ctx, down, up, touch); cancel(); done <- struct{}{} }()
 	go func() { relayFrames(ctx, up, down, touch); cancel(); done <- struct{}{} }()
