@@ -110,6 +110,12 @@ const (
 
 	// File watching.
 	CodeWatchLimit Code = "WATCH_LIMIT_EXCEEDED" // too many watches or watched directories, or the kernel's inotify limits; context {limit, max?}
+
+	// Code interpreter contexts.
+	CodeInvalidLanguage    Code = "INVALID_LANGUAGE"          // a language with no interpreter; context {language, languages}
+	CodeContextNotFound    Code = "CONTEXT_NOT_FOUND"         // unknown code context ID
+	CodeContextLimit       Code = "CONTEXT_LIMIT_EXCEEDED"    // too many code contexts in the sandbox; context {max}
+	CodeInterpreterMissing Code = "INTERPRETER_NOT_AVAILABLE" // the language's interpreter is missing from the image or failed to start
 )
 
 type codeInfo struct {
@@ -170,6 +176,11 @@ var codes = map[Code]codeInfo{
 	CodeGitNetwork:        {ErrUnavailable, http.StatusBadGateway},
 	CodeGitTargetExists:   {ErrAlreadyExists, http.StatusConflict},
 	CodeGitCloneFailed:    {ErrInternal, http.StatusInternalServerError},
+
+	CodeInvalidLanguage:    {ErrInvalidArgument, http.StatusBadRequest},
+	CodeContextNotFound:    {ErrNotFound, http.StatusNotFound},
+	CodeContextLimit:       {ErrResourceExhausted, http.StatusTooManyRequests},
+	CodeInterpreterMissing: {ErrUnavailable, http.StatusServiceUnavailable},
 
 	CodeProcessNotFound:     {ErrNotFound, http.StatusNotFound},
 	CodeProcessExists:       {ErrAlreadyExists, http.StatusConflict},

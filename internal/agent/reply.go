@@ -36,6 +36,7 @@ var operations = map[string]string{
 	"/api/backup/extract": "backup.extract",
 	"/api/watch":          "watch",
 	"/api/watch/check":    "watch.check",
+	"/api/run-code":       "code.run",
 }
 
 func now() time.Time { return time.Now().UTC() }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/interp"
 	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/session"
 	"github.com/hutchdev/hutch/internal/agent/terminal"
@@ -73,6 +74,7 @@ type Server struct {
 	procs    *process.Manager
 	watches  *watch.Manager // file watches and the change journal
 	terms    *terminal.Manager
+	code     *interp.Manager // code interpreter contexts (handle_code.go)
 	workdir  string
 	version  string
 	log      *slog.Logger
@@ -127,6 +129,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	s := &Server{sessions: m, procs: procs, terms: terms, workdir: m.Workdir(), version: version, log: log}
+	// Code interpreter: one registered factory per language.
+	s.code = interp.NewManager(interp.Config{Logger: log})
+	s.code.Register("python", interp.NewPythonFactory(interp.PythonConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
+	s.code.Register("javascript", interp.NewJavaScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
+	s.code.Register("typescript", interp.NewTypeScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
 	s.watches = watch.NewManager(watch.Config{Roots: append(slices.Clone(watch.DefaultRoots), s.workdir), Logger: log})
 	s.routes = map[string]map[string]handlerFunc{
 		"/api/ping":           {http.MethodGet: s.handlePing},
@@ -151,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 		"/api/watch":          {http.MethodPost: s.handleWatch},
 		"/api/watch/check":    {http.MethodPost: s.handleWatchCheck},
 		"/api/terminals":      {http.MethodGet: s.handleTerminalList},
+		"/api/run-code":       {http.MethodPost: s.handleRunCode},
 	}
 	return s, nil
 }
@@ -164,6 +172,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasPrefix(r.URL.Path, terminalPrefix) {
 		s.serveTerminal(w, r)
+		return
+	}
+	if r.URL.Path == contextsPrefix || strings.HasPrefix(r.URL.Path, contextsPrefix+"/") {
+		s.serveCode(w, r)
 		return
 	}
 	methods, ok := s.routes[r.URL.Path]
@@ -208,6 +220,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.watches.Close() // each stream ends with "stopped" before the requests are cancelled
 	cancelReqs()
+	s.code.Close()
 	s.terms.Close()
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()
@@ -225,6 +238,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // and kills every running command.
 func (s *Server) Close() {
 	s.watches.Close()
+	s.code.Close()
 	s.terms.Close()
 	s.procs.Shutdown(processShutdownGrace)
 	s.sessions.Close()

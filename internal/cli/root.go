@@ -167,6 +167,7 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 	root.AddCommand(a.backupCommands()...)
 	root.AddCommand(a.snapshotCommands()...)
 	root.AddCommand(a.watchCommand())
+	root.AddCommand(a.runCommand())
 	return root
 }
 

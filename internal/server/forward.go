@@ -17,7 +17,7 @@ import (
 // route is one agent endpoint reachable through /v1/sandboxes/{id}/<rest>.
 type route struct {
 	method    string
-	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/; may hold {pid}
+	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/; may hold {pid} or {cid}
 	operation string // dotted name for error envelopes
 	raw       bool   // body is streamed as is (any size), not JSON
 }
@@ -55,14 +55,24 @@ var forwarded = []route{
 	{http.MethodPost, "process/{pid}/wait-exit", "process.waitForExit", false},
 	{http.MethodPost, "watch", "watch", false},
 	{http.MethodPost, "watch/check", "watch.check", false},
+	{http.MethodPost, "contexts", "code.contexts.create", false},
+	{http.MethodGet, "contexts", "code.contexts.list", false},
+	{http.MethodGet, "contexts/{cid}", "code.contexts.get", false},
+	{http.MethodDelete, "contexts/{cid}", "code.contexts.delete", false},
+	{http.MethodPost, "contexts/{cid}/run", "code.run", false},
+	{http.MethodPost, "contexts/{cid}/interrupt", "code.interrupt", false},
+	{http.MethodPost, "run-code", "code.run", false},
 }
 
-// agentPath is the agent's path for rt, with the request's {pid} filled in (escaped: a process
-// ID cannot smuggle a path).
+// agentPath is the agent's path for rt, with the request's {pid} or {cid} filled in (escaped:
+// a process or code context ID cannot smuggle a path).
 func agentPath(rt route, r *http.Request) string {
 	rest := rt.rest
 	if strings.Contains(rest, "{pid}") {
 		rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+	}
+	if strings.Contains(rest, "{cid}") {
+		rest = strings.Replace(rest, "{cid}", url.PathEscape(r.PathValue("cid")), 1)
 	}
 	return "/api/" + rest
 }

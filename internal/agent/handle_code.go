@@ -1,0 +1,340 @@
+package agent
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/interp"
+	"github.com/hutchdev/hutch/internal/sse"
+)
+
+// contextsPrefix is the path prefix of the code context endpoints.
+const contextsPrefix = "/api/contexts"
+
+// maxCodeTimeout bounds a run's timeout_ms (24 h).
+const maxCodeTimeout = 24 * time.Hour
+
+// codeRoute is one code context endpoint.
+type codeRoute struct {
+	op string
+	h  func(w http.ResponseWriter, r *http.Request, id string) error
+}
+
+// serveCode routes /api/contexts (GET list, POST create), /api/contexts/{cid} (GET, DELETE),
+// /api/contexts/{cid}/run and /api/contexts/{cid}/interrupt (POST).
+func (s *Server) serveCode(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, contextsPrefix)
+	var methods map[string]codeRoute
+	id := ""
+	switch {
+	case rest == "":
+		methods = map[string]codeRoute{
+			http.MethodGet:  {"code.contexts.list", s.handleContextList},
+			http.MethodPost: {"code.contexts.create", s.handleContextCreate},
+		}
+	case strings.HasPrefix(rest, "/"):
+		var sub string
+		id, sub, _ = strings.Cut(rest[1:], "/")
+		if id == "" {
+			break
+		}
+		switch sub {
+		case "":
+			methods = map[string]codeRoute{
+				http.MethodGet:    {"code.contexts.get", s.handleContextGet},
+				http.MethodDelete: {"code.contexts.delete", s.handleContextDelete},
+			}
+		case "run":
+			methods = map[string]codeRoute{http.MethodPost: {"code.run", s.handleContextRun}}
+		case "interrupt":
+			methods = map[string]codeRoute{http.MethodPost: {"code.interrupt", s.handleContextInterrupt}}
+		}
+	}
+	if methods == nil {
+		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
+		return
+	}
+	rt, ok := methods[r.Method]
+	if !ok {
+		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
+		return
+	}
+	if err := rt.h(w, r, id); err != nil {
+		s.writeOpError(w, r, rt.op, err)
+	}
+}
+
+// contextCreateRequest is the body of POST /api/contexts.
+type contextCreateRequest struct {
+	Language string            `json:"language"` // "python" (default), "javascript", "typescript"
+	Cwd      string            `json:"cwd"`      // absolute, or relative to the workdir; default the workdir
+	EnvVars  map[string]string `json:"envVars"`
+}
+
+// createContext validates body and creates the context.
+func (s *Server) createContext(ctx context.Context, body contextCreateRequest) (interp.Context, error) {
+	if body.Language == "" {
+		body.Language = "python"
+	}
+	if err := validateEnv(body.EnvVars); err != nil {
+		return interp.Context{}, err
+	}
+	if strings.IndexByte(body.Cwd, 0) >= 0 {
+		return interp.Context{}, errdefs.New(errdefs.CodeInvalidPath, "cwd contains a NUL byte").With("path", body.Cwd)
+	}
+	cwd := body.Cwd
+	switch {
+	case cwd == "":
+		cwd = s.workdir
+	case !filepath.IsAbs(cwd):
+		cwd = filepath.Join(s.workdir, cwd)
+	}
+	return s.code.Create(ctx, body.Language, filepath.Clean(cwd), body.EnvVars)
+}
+
+// handleContextCreate: POST /api/contexts {language, cwd?, envVars?} → 201 {id, language, cwd,
+// createdAt}. Errors: INVALID_LANGUAGE, INVALID_PATH, VALIDATION_FAILED, CONTEXT_LIMIT_EXCEEDED,
+// INTERPRETER_NOT_AVAILABLE.
+func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request, _ string) error {
+	var body contextCreateRequest
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	c, err := s.createContext(r.Context(), body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, c)
+	return nil
+}
+
+// handleContextList: GET /api/contexts → {contexts: [...]}, oldest first.
+func (s *Server) handleContextList(w http.ResponseWriter, _ *http.Request, _ string) error {
+	writeJSON(w, http.StatusOK, struct {
+		Contexts []interp.Context `json:"contexts"`
+	}{s.code.List()})
+	return nil
+}
+
+// handleContextGet: GET /api/contexts/{cid} → the context. Errors: CONTEXT_NOT_FOUND.
+func (s *Server) handleContextGet(w http.ResponseWriter, _ *http.Request, id string) error {
+	c, err := s.code.Get(id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// handleContextDelete: DELETE /api/contexts/{cid} → {success, id}; the interpreter's process
+// tree is killed. Errors: CONTEXT_NOT_FOUND.
+func (s *Server) handleContextDelete(w http.ResponseWriter, _ *http.Request, id string) error {
+	if err := s.code.Delete(id); errdefs.IsCode(err, errdefs.CodeContextNotFound) {
+		return err
+	} else if err != nil {
+		// Removed, but its interpreter did not exit in time: not the caller's problem.
+		s.log.Warn("code context: interpreter did not exit", "id", id, "err", err)
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool   `json:"success"`
+		ID      string `json:"id"`
+	}{true, id})
+	return nil
+}
+
+// handleContextInterrupt: POST /api/contexts/{cid}/interrupt → {success, id}: the run in
+// progress, if any, ends with an error (Python: KeyboardInterrupt). Errors: CONTEXT_NOT_FOUND.
+func (s *Server) handleContextInterrupt(w http.ResponseWriter, _ *http.Request, id string) error {
+	if err := s.code.Interrupt(id); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success bool   `json:"success"`
+		ID      string `json:"id"`
+	}{true, id})
+	return nil
+}
+
+// runRequest is the body of POST /api/contexts/{cid}/run and (with language, cwd, envVars)
+// POST /api/run-code.
+type runRequest struct {
+	Code      string            `json:"code"`
+	TimeoutMs int64             `json:"timeout_ms"`
+	Timeout   int64             `json:"timeoutMs"` // alias of timeout_ms
+	Language  string            `json:"language"`
+	Cwd       string            `json:"cwd"`
+	EnvVars   map[string]string `json:"envVars"`
+}
+
+func (b runRequest) timeout() (time.Duration, error) {
+	ms := b.TimeoutMs
+	if ms == 0 {
+		ms = b.Timeout
+	}
+	if ms < 0 || time.Duration(ms)*time.Millisecond > maxCodeTimeout {
+		return 0, errdefs.Newf(errdefs.CodeInvalidArgument, "timeout_ms %d is out of range (0–%d)", ms, maxCodeTimeout.Milliseconds()).With("field", "timeout_ms")
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// handleContextRun: POST /api/contexts/{cid}/run {code, timeout_ms?} → SSE frames stdout
+// {text}, stderr {text}, result {text, html, png, jpeg, svg, json, markdown, latex,
+// javascript, executionCount}, then execution_complete {executionCount} or error {name,
+// value, traceback}. With ?buffered=1: {results, logs: {stdout, stderr}, error,
+// executionCount}. Errors before the stream: CONTEXT_NOT_FOUND, VALIDATION_FAILED.
+func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request, id string) error {
+	var body runRequest
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	timeout, err := body.timeout()
+	if err != nil {
+		return err
+	}
+	if _, err := s.code.Get(id); err != nil {
+		return err
+	}
+	return s.runCode(w, r, id, body.Code, timeout)
+}
+
+// handleRunCode: POST /api/run-code {code, language?, cwd?, envVars?, timeout_ms?} runs code in
+// a fresh context of language (default python) that is deleted afterwards; the reply is as
+// handleContextRun's. Errors: INVALID_LANGUAGE and the other errors of context creation.
+func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
+	var body runRequest
+	if err := decode(w, r, &body); err != nil {
+		return err
+	}
+	timeout, err := body.timeout()
+	if err != nil {
+		return err
+	}
+	c, err := s.createContext(r.Context(), contextCreateRequest{Language: body.Language, Cwd: body.Cwd, EnvVars: body.EnvVars})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = s.code.Delete(c.ID) }()
+	return s.runCode(w, r, c.ID, body.Code, timeout)
+}
+
+// codeError is a run's error.
+type codeError struct {
+	Name      string   `json:"name"`
+	Value     string   `json:"value"`
+	Traceback []string `json:"traceback"`
+}
+
+// mimeFields maps MIME types to the reference's result fields.
+var mimeFields = map[string]string{
+	"text/plain":             "text",
+	"text/html":              "html",
+	"image/png":              "png",
+	"image/jpeg":             "jpeg",
+	"image/svg+xml":          "svg",
+	"application/json":       "json",
+	"text/markdown":          "markdown",
+	"text/latex":             "latex",
+	"application/javascript": "javascript",
+}
+
+// resultFields turns a MIME bundle into the reference's result fields (other types dropped).
+func resultFields(data map[string]any) map[string]any {
+	out := make(map[string]any, len(data))
+	for mt, v := range data {
+		if f, ok := mimeFields[mt]; ok {
+			out[f] = v
+		}
+	}
+	return out
+}
+
+// runCode runs code on context id and replies as SSE, or as one JSON object with ?buffered=1.
+func (s *Server) runCode(w http.ResponseWriter, r *http.Request, id, code string, timeout time.Duration) error {
+	if q := r.URL.Query().Get("buffered"); q == "1" || q == "true" {
+		return s.runCodeBuffered(w, r, id, code, timeout)
+	}
+	sw := sse.NewWriter(w)
+	err := s.code.Run(r.Context(), id, code, timeout, func(ev interp.Event) {
+		var v any
+		switch ev.Type {
+		case interp.EventStdout, interp.EventStderr:
+			v = struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}{ev.Type, ev.Text}
+		case interp.EventResult:
+			m := resultFields(ev.Data)
+			m["type"] = interp.EventResult
+			m["executionCount"] = ev.ExecutionCount
+			v = m
+		case interp.EventError:
+			v = struct {
+				Type string `json:"type"`
+				codeError
+			}{ev.Type, codeError{ev.Name, ev.Value, nonNil(ev.Traceback)}}
+		case interp.EventComplete:
+			v = struct {
+				Type           string `json:"type"`
+				ExecutionCount int    `json:"executionCount"`
+			}{ev.Type, ev.ExecutionCount}
+		default:
+			return
+		}
+		_ = sw.Send(v)
+	})
+	if err != nil {
+		// The context went away between the check and the run.
+		_ = sw.Send(struct {
+			Type string `json:"type"`
+			codeError
+			Code string `json:"code"`
+		}{interp.EventError, codeError{"ContextNotFound", err.Error(), []string{}}, string(errdefs.CodeOf(err))})
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// runCodeBuffered is runCode's ?buffered=1 form: {results, logs: {stdout, stderr}, error,
+// executionCount}.
+func (s *Server) runCodeBuffered(w http.ResponseWriter, r *http.Request, id, code string, timeout time.Duration) error {
+	type logs struct {
+		Stdout []string `json:"stdout"`
+		Stderr []string `json:"stderr"`
+	}
+	out := struct {
+		Results        []map[string]any `json:"results"`
+		Logs           logs             `json:"logs"`
+		Error          *codeError       `json:"error"`
+		ExecutionCount int              `json:"executionCount"`
+	}{Results: []map[string]any{}, Logs: logs{[]string{}, []string{}}}
+	err := s.code.Run(r.Context(), id, code, timeout, func(ev interp.Event) {
+		switch ev.Type {
+		case interp.EventStdout:
+			out.Logs.Stdout = append(out.Logs.Stdout, ev.Text)
+		case interp.EventStderr:
+			out.Logs.Stderr = append(out.Logs.Stderr, ev.Text)
+		case interp.EventResult:
+			out.Results = append(out.Results, resultFields(ev.Data))
+			out.ExecutionCount = ev.ExecutionCount
+		case interp.EventError:
+			out.Error = &codeError{ev.Name, ev.Value, nonNil(ev.Traceback)}
+		case interp.EventComplete:
+			out.ExecutionCount = ev.ExecutionCount
+		}
+	})
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}

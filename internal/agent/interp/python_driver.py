@@ -1,0 +1,236 @@
+# hutch Python kernel driver: one long-lived process per code context.
+# Protocol: commands arrive as JSON lines on fd 3, events leave as JSON lines on fd 4.
+#   {"op":"configure","cwd":"...","env":{...}} -> {"type":"configured"} | {"type":"fatal","value":...}
+#   {"op":"run","code":"..."} -> stdout/stderr/result/error events, then {"type":"done","count":N}
+# fd 1 and 2 stay pipes read by the agent (output of child processes); sys.stdout/sys.stderr
+# are replaced by writers that send events at once.
+import io, json, os, re, signal, sys, threading
+
+_cmd = os.fdopen(3, "r", encoding="utf-8")
+_evt = os.fdopen(4, "w", encoding="utf-8")
+_lock = threading.Lock()
+_ansi = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def send(ev):
+    line = json.dumps(ev, default=str)
+    with _lock:
+        # A SIGINT must not cut a line in half: it is held until the line is out.
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            _evt.write(line + "\n")
+            _evt.flush()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class Stream(io.TextIOBase):
+    def __init__(self, name):
+        self.name = name
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        # At most 64 Ki characters an event, so that a huge print does not make a huge frame.
+        for i in range(0, len(s), 65536):
+            send({"type": self.name, "text": s[i:i + 65536]})
+        return len(s)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        return 1 if self.name == "stdout" else 2
+
+    @property
+    def encoding(self):
+        return "utf-8"
+
+
+try:
+    sys.stdin = open(os.devnull, "r")
+    os.dup2(sys.stdin.fileno(), 0)
+except OSError:
+    pass
+sys.stdout = Stream("stdout")
+sys.stderr = Stream("stderr")
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from traitlets.config import Config  # noqa: E402
+
+_cfg = Config()
+# History in memory: no sqlite file shared by the contexts, and no history thread (a SIGINT
+# must reach the main thread).
+_cfg.HistoryManager.hist_file = ":memory:"
+shell = InteractiveShell.instance(config=_cfg, colors="NoColor")
+shell.display_formatter.active_types = [
+    "text/plain", "text/html", "text/markdown", "text/latex", "image/png", "image/jpeg",
+    "image/svg+xml", "application/json", "application/javascript",
+]
+for t in shell.display_formatter.active_types:
+    shell.display_formatter.formatters[t].enabled = True
+
+_count = [None]
+
+
+def bundle(data):
+    out = {}
+    for k, v in data.items():
+        if k == "application/json":
+            out[k] = v
+        elif isinstance(v, bytes):
+            import base64
+            out[k] = base64.b64encode(v).decode("ascii")
+        elif isinstance(v, list):
+            out[k] = "".join(map(str, v))
+        else:
+            out[k] = v
+    return out
+
+
+def publish(data, metadata=None, source=None, *, transient=None, update=False, **kw):
+    send({"type": "result", "data": bundle(data), "count": _count[0]})
+
+
+shell.display_pub.publish = publish
+
+
+def _json_formatter(obj):
+    try:
+        json.dumps(obj)
+    except (TypeError, ValueError):
+        return None
+    return obj
+
+
+for _t in (dict, list):
+    shell.display_formatter.formatters["application/json"].for_type(_t, _json_formatter)
+
+
+shell.displayhook.write_format_data = lambda data, md=None: send(
+    {"type": "result", "data": bundle(data), "count": _count[0]})
+shell.displayhook.write_output_prompt = lambda: None
+shell.displayhook.start_displayhook = lambda: None
+shell.displayhook.finish_displayhook = lambda: None
+
+_err = [None]
+
+
+def showtraceback(exc_tuple=None, filename=None, tb_offset=None, exception_only=False,
+                  running_compiled_code=False):
+    try:
+        etype, value, tb = shell._get_exc_info(exc_tuple)
+    except ValueError:
+        return
+    try:
+        stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
+    except Exception:
+        import traceback
+        stb = traceback.format_exception(etype, value, tb)
+    lines = []
+    for part in stb:
+        lines.extend(_ansi.sub("", part).split("\n"))
+    _err[0] = {"type": "error", "name": etype.__name__, "value": str(value), "traceback": lines}
+
+
+shell.showtraceback = showtraceback
+def showsyntaxerror(filename=None, running_compiled_code=False):
+    import traceback
+    etype, value, _ = sys.exc_info()
+    if etype is None:
+        return
+    lines = []
+    for part in traceback.format_exception_only(etype, value):
+        lines.extend(part.rstrip("\n").split("\n"))
+    _err[0] = {"type": "error", "name": etype.__name__, "value": str(value), "traceback": lines}
+
+
+shell.showsyntaxerror = showsyntaxerror
+
+
+def flush_figures():
+    mpl = sys.modules.get("matplotlib.pyplot")
+    if mpl is None:
+        return
+    try:
+        import base64
+        for num in mpl.get_fignums():
+            fig = mpl.figure(num)
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            send({"type": "result", "data": {
+                "text/plain": "<%s>" % type(fig).__name__,
+                "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}, "count": _count[0]})
+        mpl.close("all")
+    except Exception as e:  # a broken figure must not kill the kernel
+        send({"type": "stderr", "text": "hutch: could not render a figure: %s\n" % e})
+
+
+def run(code):
+    _err[0] = None
+    _count[0] = shell.execution_count
+    try:
+        res = shell.run_cell(code, store_history=True)
+    except KeyboardInterrupt:
+        showtraceback()
+        res = None
+    # From here to "done" an interrupt is held; one that arrives is raised (and ignored) in
+    # main() after "done" was sent.
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        finish(res)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def finish(res):
+    flush_figures()
+    if res is not None and _err[0] is None:
+        e = res.error_before_exec or res.error_in_exec
+        if e is not None:
+            _err[0] = {"type": "error", "name": type(e).__name__, "value": str(e), "traceback": []}
+    if _err[0] is not None:
+        send(_err[0])
+    for fd in (1, 2):
+        try:
+            os.write(fd, b"\x00\x1bhutch-sync\x00")
+        except OSError:
+            pass
+    send({"type": "done", "count": _count[0]})
+
+
+def main():
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    send({"type": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            line = _cmd.readline()
+            if not line:
+                return
+            msg = json.loads(line)
+            op = msg.get("op")
+            if op == "run":
+                run(msg.get("code", ""))
+            elif op == "configure":
+                try:
+                    if msg.get("env"):
+                        os.environ.update(msg["env"])
+                    if msg.get("cwd"):
+                        os.chdir(msg["cwd"])
+                    send({"type": "configured"})
+                except Exception as e:
+                    send({"type": "fatal", "value": "%s: %s" % (type(e).__name__, e)})
+        except KeyboardInterrupt:
+            # An interrupt that arrived between runs: the agent waits for a run's end only,
+            # so there is nothing to report.
+            continue
+
+
+main()

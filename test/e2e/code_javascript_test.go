@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+)
+
+// nodeCount returns how many node processes run in the sandbox.
+func nodeCount(t *testing.T, sb *client.Sandbox) int {
+	t.Helper()
+	res, err := sb.Exec(ctxT(t, time.Minute), `cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^node$' || true`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("count %q: %v", res.Stdout, err)
+	}
+	return n
+}
+
+// TestCodeJS runs the JavaScript and TypeScript requirements of the code interpreter issue
+// through hutchd, on the image's node.
+func TestCodeJS(t *testing.T) {
+	requireEnv(t)
+	sb := sandbox(t, "e2e-code-js", nil)
+	ctx := ctxT(t, 10*time.Minute)
+	cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageJavaScript, EnvVars: map[string]string{"HUTCH_CODE": "js"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cc.Language != "javascript" || cc.ID == "" {
+		t.Fatalf("context %+v", cc)
+	}
+
+	t.Run("state, await and results", func(t *testing.T) {
+		runOK(t, sb, cc.ID, "const x = 41\nfunction inc(v) { return v + 1 }\nclass Counter { constructor() { this.n = 0 } }")
+		out := runOK(t, sb, cc.ID, "inc(x)")
+		if len(out.Results) != 1 || out.Results[0].Text != "42" || out.ExecutionCount != 2 {
+			t.Fatalf("inc(x) → %+v", out)
+		}
+		out = runOK(t, sb, cc.ID, "const later = await new Promise(r => setTimeout(() => r(x * 2), 50))\nlater")
+		if out.Results[0].Text != "82" {
+			t.Fatalf("await → %+v", out)
+		}
+		out = runOK(t, sb, cc.ID, "console.log(process.env.HUTCH_CODE, process.cwd());\n({later, list: [1, 2], c: new Counter().n})")
+		if got := strings.Join(out.Logs.Stdout, ""); got != "js "+cc.Cwd+"\n" {
+			t.Fatalf("stdout %q", got)
+		}
+		m, ok := out.Results[0].JSON.(map[string]any)
+		if !ok || m["later"] != float64(82) || len(m["list"].([]any)) != 2 {
+			t.Fatalf("json result %+v", out.Results)
+		}
+		// A cell that declares the same names can run again.
+		if out := runOK(t, sb, cc.ID, "const x = 1; x"); out.Results[0].Text != "1" {
+			t.Fatalf("redeclared: %+v", out)
+		}
+	})
+
+	t.Run("streaming", func(t *testing.T) {
+		var times []time.Time
+		var text strings.Builder
+		code := "for (let i = 0; i < 4; i++) { console.log('tick', i); await new Promise(r => setTimeout(r, 400)) }"
+		for ev, err := range sb.RunCodeStream(ctxT(t, time.Minute), code, &client.RunCodeOptions{Context: cc.ID}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Type == client.CodeEventStdout {
+				text.WriteString(ev.Text)
+				times = append(times, time.Now())
+			}
+			if ev.Type == client.CodeEventError {
+				t.Fatalf("error %+v", ev.Error)
+			}
+		}
+		if text.String() != "tick 0\ntick 1\ntick 2\ntick 3\n" || len(times) != 4 {
+			t.Fatalf("stdout %q in %d chunks", text.String(), len(times))
+		}
+		if spread := times[3].Sub(times[0]); spread < 800*time.Millisecond {
+			t.Fatalf("the lines arrived together (spread %s): output was not streamed", spread)
+		}
+	})
+
+	t.Run("thrown error", func(t *testing.T) {
+		out, err := sb.RunCode(ctx, "function fail() { throw new TypeError('bad value') }\nfail()", &client.RunCodeOptions{Context: cc.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := out.Error
+		if e == nil || e.Name != "TypeError" || e.Value != "bad value" || !strings.Contains(strings.Join(e.Traceback, "\n"), "at fail (") {
+			t.Fatalf("error %+v", e)
+		}
+	})
+
+	t.Run("wrong language", func(t *testing.T) {
+		out, err := sb.RunCode(ctx, "def f():\n    return 1", &client.RunCodeOptions{Context: cc.ID})
+		if err != nil || out.Error == nil || out.Error.Name != "SyntaxError" {
+			t.Fatalf("Python in a JavaScript context: %+v, %v", out, err)
+		}
+	})
+
+	t.Run("timeout keeps state", func(t *testing.T) {
+		out, err := sb.RunCode(ctx, "while (true) {}", &client.RunCodeOptions{Context: cc.ID, Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Error == nil || out.Error.Name != "TimeoutError" {
+			t.Fatalf("timeout run %+v", out)
+		}
+		if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "1" {
+			t.Fatalf("state lost: %+v", out)
+		}
+	})
+
+	t.Run("interrupt", func(t *testing.T) {
+		done := make(chan *client.CodeExecution, 1)
+		go func() {
+			out, _ := sb.RunCode(ctx, "await new Promise(() => {})", &client.RunCodeOptions{Context: cc.ID})
+			done <- out
+		}()
+		deadline := time.After(time.Minute)
+		for {
+			if err := sb.InterruptCode(ctx, cc.ID); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case out := <-done:
+				if out == nil || out.Error == nil || out.Error.Name != "InterruptError" {
+					t.Fatalf("interrupted run %+v", out)
+				}
+				if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "1" {
+					t.Fatalf("state lost: %+v", out)
+				}
+				return
+			case <-time.After(300 * time.Millisecond):
+			case <-deadline:
+				t.Fatal("the run was not interrupted")
+			}
+		}
+	})
+
+	t.Run("contexts isolated", func(t *testing.T) {
+		other, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageJavaScript})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.DeleteCodeContext(ctx, other.ID)
+		out, err := sb.RunCode(ctx, "x", &client.RunCodeOptions{Context: other.ID})
+		if err != nil || out.Error == nil || out.Error.Name != "ReferenceError" {
+			t.Fatalf("x in another context: %+v, %v", out, err)
+		}
+	})
+
+	t.Run("typescript", func(t *testing.T) {
+		ts, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageTypeScript})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.DeleteCodeContext(ctx, ts.ID)
+		runOK(t, sb, ts.ID, "interface Point { x: number; y: number }\nenum Color { Red, Green }\nfunction first<T>(xs: T[]): T { return xs[0] }\nconst p: Point = { x: 1, y: 2 }")
+		out := runOK(t, sb, ts.ID, "const n: number = await Promise.resolve(first<number>([p.x + p.y]));\n`${n} ${Color[Color.Green]}`")
+		if out.Results[0].Text != "'3 Green'" {
+			t.Fatalf("ts → %+v", out)
+		}
+		out, err = sb.RunCode(ctx, "const bad: number = ;", &client.RunCodeOptions{Context: ts.ID})
+		if err != nil || out.Error == nil || out.Error.Name != "SyntaxError" || len(out.Error.Traceback) == 0 {
+			t.Fatalf("compile error %+v, %v", out, err)
+		}
+		out, err = sb.RunCode(ctx, "[1, 2].map((v: number): number => v * 3)", &client.RunCodeOptions{Language: client.LanguageTypeScript})
+		if err != nil || out.Error != nil || out.Results[0].Text != "[ 3, 6 ]" {
+			t.Fatalf("run-code typescript %+v, %v", out, err)
+		}
+	})
+
+	if err := sb.DeleteCodeContext(ctx, cc.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCodeJSLifecycleLeavesNoProcess runs 20 create/run/delete cycles of JavaScript contexts
+// and checks that no node process is left behind (beyond the pool's pre-started kernels).
+func TestCodeJSLifecycleLeavesNoProcess(t *testing.T) {
+	requireEnv(t)
+	sb := sandbox(t, "e2e-code-js-cycles", nil)
+	ctx := ctxT(t, 10*time.Minute)
+	for i := range 20 {
+		cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageJavaScript})
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		// A child process too: deleting the context kills node's tree.
+		out := runOK(t, sb, cc.ID, "require('child_process').spawn('sleep', ['600'], {stdio: 'ignore'})\n"+strconv.Itoa(i))
+		if out.Results[0].Text != strconv.Itoa(i) {
+			t.Fatalf("cycle %d: %+v", i, out)
+		}
+		if err := sb.DeleteCodeContext(ctx, cc.ID); err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := nodeCount(t, sb)
+		ps := processes(t, sb)
+		sleeps := strings.Count(ps, "sleep 600")
+		if n <= 1 && sleeps == 0 { // the pool keeps one idle interpreter
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d node processes and %d sleeps left:\n%s", n, sleeps, ps)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
