@@ -64,8 +64,10 @@ type config struct {
 	instanceType string // sandbox size, also the baselines' cgroup limits
 	imagesDir    string
 	keepWork     bool
-	headline     bool // run the lifecycle headline (issue 4) instead
-	hn           int  // iterations of the headline's cheap steps
+	headline     bool          // run the lifecycle headline (issue 4) instead
+	code         bool          // run the code interpreter benchmark (issue 6) instead
+	codeRefill   time.Duration // with -code: pause between create cycles (the pool refills)
+	hn           int           // iterations of the headline's cheap steps
 }
 
 func main() {
@@ -76,6 +78,8 @@ func main() {
 	flag.StringVar(&cfg.imagesDir, "images-dir", imagesDirDefault(), "image directory shared with hutchd (env HUTCH_IMAGES_DIR)")
 	flag.BoolVar(&cfg.keepWork, "keep", false, "keep the work directory (hutchd log) after the run")
 	flag.BoolVar(&cfg.headline, "headline", false, "run the lifecycle headline instead (npm ci, backup, restore, snapshot, fork 4; see headline.go)")
+	flag.BoolVar(&cfg.code, "code", false, "run the code interpreter benchmark instead (contexts: create + first run, runs; see code.go)")
+	flag.DurationVar(&cfg.codeRefill, "code-refill", 2*time.Second, "with -code: pause between create cycles, for the interpreter pool to refill (0: back to back)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -86,6 +90,9 @@ func main() {
 	runMode := run
 	if cfg.headline {
 		runMode = runHeadline
+	}
+	if cfg.code {
+		runMode = runCode
 	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()

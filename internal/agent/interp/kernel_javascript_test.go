@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
 )
 
 // startJSKernel starts a real node kernel (skipping when node is missing) and closes it at the
@@ -402,5 +404,17 @@ func TestJSKernelExit(t *testing.T) {
 	}
 	if !k.Exited() {
 		t.Error("Exited() = false")
+	}
+}
+
+// Acceptance case C2 for JavaScript: a missing node fails the create at once, naming it.
+func TestJSMissingInterpreter(t *testing.T) {
+	start := time.Now()
+	_, err := NewJavaScriptFactory(JSConfig{Node: "/nonexistent/node"})(context.Background(), t.TempDir(), nil)
+	if !errdefs.IsCode(err, errdefs.CodeInterpreterMissing) || !strings.Contains(err.Error(), "node") {
+		t.Fatalf("missing node: %v; want INTERPRETER_NOT_AVAILABLE naming node", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusal took %v, want at once", d)
 	}
 }
