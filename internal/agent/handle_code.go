@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -304,6 +305,9 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// maxBufferedLog bounds each stream's output held by the buffered form of a run, in bytes.
+const maxBufferedLog = 16 << 20
+
 // runCodeBuffered is runCode's ?buffered=1 form: {results, logs: {stdout, stderr}, error,
 // executionCount}.
 func (s *Server) runCodeBuffered(w http.ResponseWriter, r *http.Request, id, code string, timeout time.Duration) error {
@@ -317,12 +321,24 @@ func (s *Server) runCodeBuffered(w http.ResponseWriter, r *http.Request, id, cod
 		Error          *codeError       `json:"error"`
 		ExecutionCount int              `json:"executionCount"`
 	}{Results: []map[string]any{}, Logs: logs{[]string{}, []string{}}}
+	// The buffered form holds the run's output in memory: past maxBufferedLog bytes per stream
+	// the rest is dropped, with one marker (the streaming form has no limit).
+	var held [2]int
+	keep := func(dst *[]string, n *int, text string) {
+		switch {
+		case *n+len(text) <= maxBufferedLog:
+			*dst = append(*dst, text)
+		case *n <= maxBufferedLog:
+			*dst = append(*dst, fmt.Sprintf("\n[hutch: output truncated at %d MiB; use the streaming form for all of it]\n", maxBufferedLog>>20))
+		}
+		*n += len(text)
+	}
 	err := s.code.Run(r.Context(), id, code, timeout, func(ev interp.Event) {
 		switch ev.Type {
 		case interp.EventStdout:
-			out.Logs.Stdout = append(out.Logs.Stdout, ev.Text)
+			keep(&out.Logs.Stdout, &held[0], ev.Text)
 		case interp.EventStderr:
-			out.Logs.Stderr = append(out.Logs.Stderr, ev.Text)
+			keep(&out.Logs.Stderr, &held[1], ev.Text)
 		case interp.EventResult:
 			out.Results = append(out.Results, resultFields(ev.Data))
 			out.ExecutionCount = ev.ExecutionCount

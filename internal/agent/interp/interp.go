@@ -4,7 +4,11 @@
 // pre-started kernels per language so that creating a context is fast.
 package interp
 
-import "context"
+import (
+	"bufio"
+	"context"
+	"errors"
+)
 
 // Event types.
 const (
@@ -56,3 +60,28 @@ type Configurer interface {
 // KernelFactory starts a kernel for a language with cwd ("" means the default) and env
 // (variables added to the sandbox environment).
 type KernelFactory func(ctx context.Context, cwd string, env map[string]string) (Kernel, error)
+
+// maxEventLine bounds one event line from a driver (a result with its images, in JSON): 64 MiB.
+// Code that writes more to the event descriptor without a newline would otherwise make the
+// agent hold it all in memory.
+const maxEventLine = 64 << 20
+
+// errLineTooLong is readLine's error for a line past its limit.
+var errLineTooLong = errors.New("interp: line too long")
+
+// readLine reads one '\n'-terminated line of at most limit bytes (the newline included); past
+// the limit it returns errLineTooLong without holding more.
+func readLine(br *bufio.Reader, limit int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, err
+	}
+}

@@ -209,7 +209,13 @@ func (k *jsKernel) readEvents(r *os.File) {
 	defer r.Close()
 	br := bufio.NewReaderSize(r, 1<<20)
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, maxEventLine)
+		if errors.Is(err, errLineTooLong) {
+			// Code in the kernel wrote an endless line to the event descriptor: the kernel is
+			// unusable; its exit (msgs closed) ends the run and it is restarted.
+			k.log.Warn("interp: an event line from the node driver exceeds the limit: closing it", "limit", maxEventLine)
+			return
+		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			var m jsMsg
 			if jerr := json.Unmarshal(line, &m); jerr != nil {

@@ -261,3 +261,28 @@ func TestPythonConfigure(t *testing.T) {
 		t.Fatalf("bad cwd: %v", err)
 	}
 }
+
+// A NUL byte in code is an error of the run, not the kernel's death: the context keeps its
+// state (a tester's finding).
+func TestPythonNULKeepsState(t *testing.T) {
+	k := newPython(t, "", nil)
+	collect(t, k, "important = 42")
+	evs, _ := collect(t, k, "x = \"\x00\"")
+	hasErr := false
+	for _, e := range evs {
+		hasErr = hasErr || e.Type == EventError
+	}
+	if !hasErr || k.Exited() {
+		t.Fatalf("NUL in code: events %+v, exited %v; want an error event and a live kernel", evs, k.Exited())
+	}
+	evs, _ = collect(t, k, "important")
+	got := ""
+	for _, e := range evs {
+		if e.Type == EventResult {
+			got, _ = e.Data["text/plain"].(string)
+		}
+	}
+	if got != "42" {
+		t.Fatalf("after the NUL run: %+v, want the state kept", evs)
+	}
+}

@@ -181,6 +181,9 @@ def run(code):
     except KeyboardInterrupt:
         showtraceback()
         res = None
+    except Exception:  # e.g. ValueError for NUL bytes, raised before IPython's own handling
+        showtraceback()
+        res = None
     # From here to "done" an interrupt is held; one that arrives is raised (and ignored) in
     # main() after "done" was sent.
     old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
