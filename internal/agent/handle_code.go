@@ -19,21 +19,15 @@ const contextsPrefix = "/api/contexts"
 // maxCodeTimeout bounds a run's timeout_ms (24 h).
 const maxCodeTimeout = 24 * time.Hour
 
-// codeRoute is one code context endpoint.
-type codeRoute struct {
-	op string
-	h  func(w http.ResponseWriter, r *http.Request, id string) error
-}
-
 // serveCode routes /api/contexts (GET list, POST create), /api/contexts/{cid} (GET, DELETE),
 // /api/contexts/{cid}/run and /api/contexts/{cid}/interrupt (POST).
 func (s *Server) serveCode(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, contextsPrefix)
-	var methods map[string]codeRoute
+	var methods map[string]processRoute
 	id := ""
 	switch {
 	case rest == "":
-		methods = map[string]codeRoute{
+		methods = map[string]processRoute{
 			http.MethodGet:  {"code.contexts.list", s.handleContextList},
 			http.MethodPost: {"code.contexts.create", s.handleContextCreate},
 		}
@@ -45,28 +39,17 @@ func (s *Server) serveCode(w http.ResponseWriter, r *http.Request) {
 		}
 		switch sub {
 		case "":
-			methods = map[string]codeRoute{
+			methods = map[string]processRoute{
 				http.MethodGet:    {"code.contexts.get", s.handleContextGet},
 				http.MethodDelete: {"code.contexts.delete", s.handleContextDelete},
 			}
 		case "run":
-			methods = map[string]codeRoute{http.MethodPost: {"code.run", s.handleContextRun}}
+			methods = map[string]processRoute{http.MethodPost: {"code.run", s.handleContextRun}}
 		case "interrupt":
-			methods = map[string]codeRoute{http.MethodPost: {"code.interrupt", s.handleContextInterrupt}}
+			methods = map[string]processRoute{http.MethodPost: {"code.interrupt", s.handleContextInterrupt}}
 		}
 	}
-	if methods == nil {
-		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
-		return
-	}
-	rt, ok := methods[r.Method]
-	if !ok {
-		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
-		return
-	}
-	if err := rt.h(w, r, id); err != nil {
-		s.writeOpError(w, r, rt.op, err)
-	}
+	s.dispatchID(w, r, id, methods)
 }
 
 // contextCreateRequest is the body of POST /api/contexts.

@@ -25,7 +25,7 @@ const (
 	maxKillGrace     = 60 * time.Second
 )
 
-// processRoute is one process endpoint.
+// processRoute is one endpoint of an ID-addressed resource (processes, code contexts).
 type processRoute struct {
 	op string // operation name in error envelopes
 	h  func(w http.ResponseWriter, r *http.Request, id string) error
@@ -68,6 +68,13 @@ func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request) {
 			methods = map[string]processRoute{http.MethodPost: {"process.waitForExit", s.handleProcessWaitExit}}
 		}
 	}
+	s.dispatchID(w, r, id, methods)
+}
+
+// dispatchID calls the handler methods has for r's method, with the ID parsed from the path:
+// no methods (an unknown path) is 404 NOT_FOUND, another method 405. Process and code context
+// endpoints route this way.
+func (s *Server) dispatchID(w http.ResponseWriter, r *http.Request, id string, methods map[string]processRoute) {
 	if methods == nil {
 		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
 		return
