@@ -99,10 +99,20 @@ func inNS(ns netns.NsHandle, fn func() error) error {
 	}, fn)
 }
 
+// threadSlots bounds how many goroutines are locked to a thread in another namespace at once.
+// Each locked goroutine needs an OS thread of its own, and Go keeps idle threads for the life of
+// the process, so a burst of dials into sandboxes (many preview requests at once) would otherwise
+// leave hutchd with one thread per concurrent dial. The work done in a namespace is a few
+// syscalls, so a small bound costs no throughput.
+var threadSlots = make(chan struct{}, 4)
+
 // onThreadIn runs fn on a locked OS thread after enter has moved that thread to another
 // network namespace, then moves it back. If the thread cannot be restored it stays locked and
-// dies with its goroutine, so no other goroutine ever runs in the wrong namespace.
+// dies with its goroutine, so no other goroutine ever runs in the wrong namespace. At most
+// cap(threadSlots) run at once; fn must not call onThreadIn.
 func onThreadIn(enter, fn func() error) error {
+	threadSlots <- struct{}{}
+	defer func() { <-threadSlots }()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
