@@ -163,6 +163,31 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (sandbox_id, path)
 	 );`,
+	// 5: egress (issue 7): a sandbox's policy (policy.Spec as JSON), its CA (key sealed with the
+	// host key), its placeholders, and the secrets (values sealed with the host key).
+	`CREATE TABLE egress_policies (
+		sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,
+		spec_json  TEXT NOT NULL,
+		updated_at INTEGER NOT NULL
+	 );
+	 CREATE TABLE sandbox_cas (
+		sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,
+		cert_pem   TEXT NOT NULL,
+		key_sealed BLOB NOT NULL,
+		created_at INTEGER NOT NULL
+	 );
+	 CREATE TABLE egress_placeholders (
+		sandbox_id  TEXT NOT NULL REFERENCES sandboxes(id) ON DELETE CASCADE,
+		secret      TEXT NOT NULL,
+		placeholder TEXT NOT NULL UNIQUE,
+		PRIMARY KEY (sandbox_id, secret)
+	 );
+	 CREATE TABLE secrets (
+		name         TEXT PRIMARY KEY,
+		value_sealed BLOB NOT NULL,
+		created_at   INTEGER NOT NULL,
+		updated_at   INTEGER NOT NULL
+	 );`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
