@@ -43,7 +43,7 @@ type Config struct {
 	Version string
 	// Shim is the argv prefix every command's shell is started under (hutch-init's
 	// `shim --fds 2 --`), which makes the command's whole tree findable; nil starts bash
-	// directly (tests).
+	// directly (tests). Code interpreter kernels start under it too.
 	Shim []string
 	// ProcessDir keeps the records and held logs of background processes across agent
 	// restarts (created with mode 0700); empty keeps them in memory only. A directory that
@@ -131,9 +131,9 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{sessions: m, procs: procs, terms: terms, workdir: m.Workdir(), version: version, log: log}
 	// Code interpreter: one registered factory per language.
 	s.code = interp.NewManager(interp.Config{Logger: log})
-	s.code.Register("python", interp.NewPythonFactory(interp.PythonConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
-	s.code.Register("javascript", interp.NewJavaScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
-	s.code.Register("typescript", interp.NewTypeScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Logger: log}))
+	s.code.Register("python", interp.NewPythonFactory(interp.PythonConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))
+	s.code.Register("javascript", interp.NewJavaScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))
+	s.code.Register("typescript", interp.NewTypeScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))
 	s.watches = watch.NewManager(watch.Config{Roots: append(slices.Clone(watch.DefaultRoots), s.workdir), Logger: log})
 	s.routes = map[string]map[string]handlerFunc{
 		"/api/ping":           {http.MethodGet: s.handlePing},

@@ -85,3 +85,13 @@ func readLine(br *bufio.Reader, limit int) ([]byte, error) {
 		return line, err
 	}
 }
+
+// skipLine discards the rest of a line (through its '\n').
+func skipLine(br *bufio.Reader) error {
+	for {
+		_, err := br.ReadSlice('\n')
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return err
+		}
+	}
+}

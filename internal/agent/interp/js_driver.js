@@ -1,6 +1,9 @@
-// hutch JavaScript kernel driver. Evaluated by `node -e` (see kernel_js.go) as a function
-// expression and called with node's require. Commands arrive as JSON lines on fd 3, events
-// leave as JSON lines on fd 4; fd 1 and 2 carry only what child processes write directly.
+// hutch JavaScript kernel driver. Evaluated by `node -e` (see kernel_javascript.go) as a
+// function expression and called with node's require. It speaks the driver protocol described
+// in kernel_proc.go: commands arrive as JSON lines on fd 3, events leave as JSON lines on fd 4
+// (both reopened at once through /proc/self/fd as close-on-exec descriptors, and fds 3 and 4
+// closed, so child processes inherit neither); every event carries the nonce "n" of its
+// command. fd 1 and 2 carry only what child processes write directly.
 //
 // Code runs in the main realm with vm.runInThisContext (no cross-realm instanceof surprises,
 // every Node global and require available; each context is its own node process). Top-level
@@ -20,7 +23,17 @@
   const path = require('path');
   const stringify = JSON.stringify;
   const parse = JSON.parse;
-  const SYNC = '\x00\x1bhutch-sync\x00';
+  const SYNC = (nonce) => '\x00\x1bhutch-sync:' + nonce + '\x00';
+  let nonce = ''; // the command in progress
+  // Bounds of one event, well below the agent's 64 MiB line limit (sizes of the JSON text).
+  const MAX_VALUE = 16 << 20, MAX_ERROR = 1 << 20, MAX_CHUNK = 65536;
+  function reopen(fd, flags) {
+    const nfd = fs.openSync('/proc/self/fd/' + fd, flags); // node opens with O_CLOEXEC
+    fs.closeSync(fd);
+    return nfd;
+  }
+  const CMD_FD = reopen(3, fs.constants.O_RDONLY);
+  const EVT_FD = reopen(4, fs.constants.O_WRONLY);
   const DRIVER = 'hutch-js-driver.js';
 
   function writeAll(fd, s) {
@@ -35,15 +48,31 @@
       }
     }
   }
-  function send(ev) { writeAll(4, stringify(ev) + '\n'); }
+  function send(ev) { writeAll(EVT_FD, stringify({ n: nonce, ...ev }) + '\n'); }
+  function clip(s, limit) {
+    return s.length <= limit ? s : s.slice(0, limit) + '... [hutch: too large: ' + (s.length - limit) + ' more characters left out]';
+  }
 
   // Console output becomes events as it is written.
   const EventEmitter = require('events');
-  const outStream = Object.assign(new EventEmitter(), { write(s) { send({ type: 'stdout', text: typeof s === 'string' ? s : Buffer.from(s).toString('utf8') }); return true; } });
-  const errStream = Object.assign(new EventEmitter(), { write(s) { send({ type: 'stderr', text: typeof s === 'string' ? s : Buffer.from(s).toString('utf8') }); return true; } });
+  function sendText(type, s) {
+    const text = typeof s === 'string' ? s : Buffer.from(s).toString('utf8');
+    for (let i = 0; i < text.length; i += MAX_CHUNK) send({ type, text: text.slice(i, i + MAX_CHUNK) });
+  }
+  const outStream = Object.assign(new EventEmitter(), { write(s) { sendText('stdout', s); return true; } });
+  const errStream = Object.assign(new EventEmitter(), { write(s) { sendText('stderr', s); return true; } });
   const con = new Console({ stdout: outStream, stderr: errStream, colorMode: false });
-  process.stdout.write = function (chunk, enc, cb) { outStream.write(chunk); if (typeof enc === 'function') enc(); else if (typeof cb === 'function') cb(); return true; };
-  process.stderr.write = function (chunk, enc, cb) { errStream.write(chunk); if (typeof enc === 'function') enc(); else if (typeof cb === 'function') cb(); return true; };
+  // process.stdout and process.stderr are replaced without being touched: node's own streams
+  // would switch fds 1 and 2 to non-blocking mode, which child processes inherit (their
+  // writes then fail with EAGAIN).
+  for (const [name, stream] of [['stdout', outStream], ['stderr', errStream]]) {
+    const w = stream.write;
+    Object.assign(stream, {
+      write(chunk, enc, cb) { w(chunk); if (typeof enc === 'function') enc(); else if (typeof cb === 'function') cb(); return true; },
+      end() {}, isTTY: false, writable: true,
+    });
+    Object.defineProperty(process, name, { configurable: true, enumerable: true, get: () => stream });
+  }
   globalThis.console = con;
 
   function setModuleGlobals() {
@@ -308,9 +337,12 @@
         name = 'InterruptError';
         value = 'execution interrupted; the context keeps its state';
       }
-      return { type: 'error', name, value, traceback: cleanStack(e.stack || name + ': ' + value) };
+      let tb = cleanStack(e.stack || name + ': ' + value).map((l) => clip(l, MAX_CHUNK));
+      if (tb.reduce((n, l) => n + l.length, 0) > MAX_ERROR) tb = tb.slice(0, 1).concat(['[hutch: traceback too large: left out]']);
+      return { type: 'error', name: clip(String(name), MAX_CHUNK), value: clip(value, MAX_ERROR), traceback: tb };
     }
-    return { type: 'error', name: 'Error', value: 'Uncaught ' + util.inspect(e), traceback: ['Uncaught ' + util.inspect(e)] };
+    const text = clip('Uncaught ' + util.inspect(e), MAX_ERROR);
+    return { type: 'error', name: 'Error', value: text, traceback: [text] };
   }
 
   function resultEvent(v) {
@@ -322,9 +354,14 @@
       // private state says too little.
       try {
         const j = stringify(v);
-        if (j !== undefined) data['application/json'] = parse(j);
+        if (j !== undefined && j.length > MAX_VALUE) {
+          sendText('stderr', '[hutch: result too large: application/json (' + j.length + ' bytes) left out; one value may be at most ' + (MAX_VALUE >> 20) + ' MiB]\n');
+        } else if (j !== undefined) {
+          data['application/json'] = parse(j);
+        }
       } catch (_) { /* circular or BigInt: text only */ }
     }
+    data['text/plain'] = clip(data['text/plain'], MAX_VALUE >> 1); // UTF-16 units; escapes may double it
     return { type: 'result', data };
   }
 
@@ -386,7 +423,7 @@
     setModuleGlobals();
   }
 
-  const rl = readline.createInterface({ input: fs.createReadStream(null, { fd: 3 }), crlfDelay: Infinity });
+  const rl = readline.createInterface({ input: fs.createReadStream(null, { fd: CMD_FD }), crlfDelay: Infinity });
   const queue = [];
   let busy = false;
   async function pump() {
@@ -395,11 +432,14 @@
     while (queue.length) {
       const cmd = queue.shift();
       if (cmd.op === 'run') {
+        nonce = cmd.n;
         await run(cmd.code);
-        writeAll(1, SYNC);
-        writeAll(2, SYNC);
+        for (const fd of [1, 2]) {
+          try { writeAll(fd, SYNC(nonce)); } catch (_) { /* closed by the code */ }
+        }
         send({ type: 'done' });
       } else if (cmd.op === 'configure') {
+        nonce = cmd.n;
         try {
           configure(cmd);
           send({ type: 'configured' });

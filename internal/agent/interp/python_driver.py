@@ -1,19 +1,34 @@
-# hutch Python kernel driver: one long-lived process per code context.
-# Protocol: commands arrive as JSON lines on fd 3, events leave as JSON lines on fd 4.
-#   {"op":"configure","cwd":"...","env":{...}} -> {"type":"configured"} | {"type":"fatal","value":...}
-#   {"op":"run","code":"..."} -> stdout/stderr/result/error events, then {"type":"done","count":N}
-# fd 1 and 2 stay pipes read by the agent (output of child processes); sys.stdout/sys.stderr
-# are replaced by writers that send events at once.
+# hutch Python kernel driver: one long-lived process per code context. It speaks the driver
+# protocol described in kernel_proc.go:
+#   {"op":"configure","n":N,"cwd":"...","env":{...}} -> {"n":N,"type":"configured"} | {"n":N,"type":"fatal","value":...}
+#   {"op":"run","n":N,"code":"..."} -> stdout/stderr/result/error events, then {"n":N,"type":"done","count":C}
+# Commands come on fd 3 and events leave on fd 4, both moved at once to close-on-exec
+# descriptors at a random number above 300 (fds 3 and 4 are closed), so child processes do not
+# inherit them. fd 1 and 2 stay pipes read by the agent (output of child processes);
+# sys.stdout/sys.stderr are replaced by writers that send events at once.
 import io, json, os, re, signal, sys, threading
 
-_cmd = os.fdopen(3, "r", encoding="utf-8")
-_evt = os.fdopen(4, "w", encoding="utf-8")
+
+def _hide(fd):
+    import fcntl, random
+    try:
+        new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900))
+    except OSError:
+        new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return new
+
+
+_cmd = os.fdopen(_hide(3), "r", encoding="utf-8")
+_evt = os.fdopen(_hide(4), "w", encoding="utf-8")
+del _hide
 _lock = threading.Lock()
 _ansi = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_nonce = [""]  # the command in progress: every event carries it
 
 
 def send(ev):
-    line = json.dumps(ev, default=str)
+    line = json.dumps(dict(n=_nonce[0], **ev), default=str, separators=(",", ":"))
     with _lock:
         # A SIGINT must not cut a line in half: it is held until the line is out.
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -22,6 +37,64 @@ def send(ev):
             _evt.flush()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+# Bounds of one event, well below the agent's 64 MiB line limit (sizes of the JSON text).
+MAX_VALUE = 16 << 20   # one MIME value of a result
+MAX_BUNDLE = 40 << 20  # all values of a result
+MAX_ERROR = 1 << 20    # an error's value, and its traceback
+
+
+def _size(v):
+    try:
+        return len(json.dumps(v, default=str))
+    except Exception:
+        return MAX_BUNDLE + 1
+
+
+def bounded(data):
+    """Drops the MIME values of a result that are too large; text/plain then says so."""
+    out, dropped, total = {}, [], 0
+    for k, v in data.items():
+        n = _size(v)
+        if n > MAX_VALUE or total + n > MAX_BUNDLE:
+            dropped.append("%s (%d bytes)" % (k, n))
+            continue
+        out[k] = v
+        total += n
+    if dropped:
+        notice = ("[hutch: result too large: %s left out; one value may be at most %d MiB]"
+                  % (", ".join(dropped), MAX_VALUE >> 20))
+        if "text/plain" in out:
+            send({"type": "stderr", "text": notice + "\n"})
+        else:
+            out["text/plain"] = notice
+    return out
+
+
+def _clip(s, limit=MAX_ERROR):
+    if len(s) <= limit:
+        return s
+    return s[:limit] + "... [hutch: too large: %d more characters left out]" % (len(s) - limit)
+
+
+def error_event(name, value, lines):
+    kept, total = [], 0
+    for l in lines:
+        l = _clip(l, 64 << 10)
+        total += len(l)
+        if total > MAX_ERROR:
+            kept.append("[hutch: traceback too large: %d more lines left out]" % (len(lines) - len(kept)))
+            break
+        kept.append(l)
+    return {"type": "error", "name": name, "value": _clip(value), "traceback": kept}
+
+
+def safe_str(value):
+    try:
+        return str(value)
+    except BaseException:
+        return "<exception str() failed>"
 
 
 class Stream(io.TextIOBase):
@@ -80,6 +153,23 @@ for t in shell.display_formatter.active_types:
 _count = [None]
 
 
+class Exit:
+    """exit() and quit(): raise SystemExit, which ends the run with an error named SystemExit;
+    the context keeps its state (as in IPython, whose own exit needs a terminal)."""
+
+    def __repr__(self):
+        return "Use exit() to raise SystemExit; the context keeps its state"
+
+    def __call__(self, code=None):
+        raise SystemExit() if code is None else SystemExit(code)
+
+
+shell.user_ns["exit"] = shell.user_ns["quit"] = Exit()
+shell.user_ns_hidden["exit"] = shell.user_ns_hidden["quit"] = shell.user_ns["exit"]
+import warnings  # noqa: E402
+warnings.filterwarnings("ignore", message="To exit: use 'exit', 'quit', or Ctrl-D.")
+
+
 def bundle(data):
     out = {}
     for k, v in data.items():
@@ -96,7 +186,7 @@ def bundle(data):
 
 
 def publish(data, metadata=None, source=None, *, transient=None, update=False, **kw):
-    send({"type": "result", "data": bundle(data), "count": _count[0]})
+    send({"type": "result", "data": bounded(bundle(data)), "count": _count[0]})
 
 
 shell.display_pub.publish = publish
@@ -115,7 +205,7 @@ for _t in (dict, list):
 
 
 shell.displayhook.write_format_data = lambda data, md=None: send(
-    {"type": "result", "data": bundle(data), "count": _count[0]})
+    {"type": "result", "data": bounded(bundle(data)), "count": _count[0]})
 shell.displayhook.write_output_prompt = lambda: None
 shell.displayhook.start_displayhook = lambda: None
 shell.displayhook.finish_displayhook = lambda: None
@@ -131,16 +221,21 @@ def showtraceback(exc_tuple=None, filename=None, tb_offset=None, exception_only=
         return
     try:
         stb = shell.InteractiveTB.structured_traceback(etype, value, tb, tb_offset=tb_offset)
-    except Exception:
+    except BaseException:  # a failing __str__ of the exception, say
         import traceback
-        stb = traceback.format_exception(etype, value, tb)
+        try:
+            stb = traceback.format_exception(etype, value, tb)
+        except BaseException:
+            stb = ["%s: %s" % (etype.__name__, safe_str(value))]
     lines = []
     for part in stb:
         lines.extend(_ansi.sub("", part).split("\n"))
-    _err[0] = {"type": "error", "name": etype.__name__, "value": str(value), "traceback": lines}
+    _err[0] = error_event(etype.__name__, safe_str(value), lines)
 
 
 shell.showtraceback = showtraceback
+
+
 def showsyntaxerror(filename=None, running_compiled_code=False):
     import traceback
     etype, value, _ = sys.exc_info()
@@ -149,7 +244,7 @@ def showsyntaxerror(filename=None, running_compiled_code=False):
     lines = []
     for part in traceback.format_exception_only(etype, value):
         lines.extend(part.rstrip("\n").split("\n"))
-    _err[0] = {"type": "error", "name": etype.__name__, "value": str(value), "traceback": lines}
+    _err[0] = error_event(etype.__name__, safe_str(value), lines)
 
 
 shell.showsyntaxerror = showsyntaxerror
@@ -165,9 +260,9 @@ def flush_figures():
             fig = mpl.figure(num)
             buf = io.BytesIO()
             fig.savefig(buf, format="png", bbox_inches="tight")
-            send({"type": "result", "data": {
+            send({"type": "result", "data": bounded({
                 "text/plain": "<%s>" % type(fig).__name__,
-                "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}, "count": _count[0]})
+                "image/png": base64.b64encode(buf.getvalue()).decode("ascii")}), "count": _count[0]})
         mpl.close("all")
     except Exception as e:  # a broken figure must not kill the kernel
         send({"type": "stderr", "text": "hutch: could not render a figure: %s\n" % e})
@@ -178,11 +273,14 @@ def run(code):
     _count[0] = shell.execution_count
     try:
         res = shell.run_cell(code, store_history=True)
-    except KeyboardInterrupt:
-        showtraceback()
-        res = None
-    except Exception:  # e.g. ValueError for NUL bytes, raised before IPython's own handling
-        showtraceback()
+    except BaseException:
+        # KeyboardInterrupt, ValueError for NUL bytes (raised before IPython's own handling),
+        # or an exception of a display hook or of showing an exception: the run's error.
+        try:
+            showtraceback()
+        except BaseException:
+            e = sys.exc_info()[1]
+            _err[0] = error_event(type(e).__name__, safe_str(e), [])
         res = None
     # From here to "done" an interrupt is held; one that arrives is raised (and ignored) in
     # main() after "done" was sent.
@@ -198,12 +296,13 @@ def finish(res):
     if res is not None and _err[0] is None:
         e = res.error_before_exec or res.error_in_exec
         if e is not None:
-            _err[0] = {"type": "error", "name": type(e).__name__, "value": str(e), "traceback": []}
+            _err[0] = error_event(type(e).__name__, safe_str(e), [])
     if _err[0] is not None:
         send(_err[0])
+    marker = ("\x00\x1bhutch-sync:%s\x00" % _nonce[0]).encode()
     for fd in (1, 2):
         try:
-            os.write(fd, b"\x00\x1bhutch-sync\x00")
+            os.write(fd, marker)
         except OSError:
             pass
     send({"type": "done", "count": _count[0]})
@@ -218,6 +317,7 @@ def main():
             if not line:
                 return
             msg = json.loads(line)
+            _nonce[0] = msg.get("n", "")
             op = msg.get("op")
             if op == "run":
                 run(msg.get("code", ""))
