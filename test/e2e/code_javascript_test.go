@@ -1,27 +1,12 @@
 package e2e
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hutchdev/hutch/client"
 )
-
-// nodeCount returns how many node processes run in the sandbox.
-func nodeCount(t *testing.T, sb *client.Sandbox) int {
-	t.Helper()
-	res, err := sb.Exec(ctxT(t, time.Minute), `cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^node$' || true`, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
-	if err != nil {
-		t.Fatalf("count %q: %v", res.Stdout, err)
-	}
-	return n
-}
 
 // TestCodeJS runs the JavaScript and TypeScript requirements of the code interpreter issue
 // through hutchd, on the image's node.
@@ -62,27 +47,7 @@ func TestCodeJS(t *testing.T) {
 	})
 
 	t.Run("streaming", func(t *testing.T) {
-		var times []time.Time
-		var text strings.Builder
-		code := "for (let i = 0; i < 4; i++) { console.log('tick', i); await new Promise(r => setTimeout(r, 400)) }"
-		for ev, err := range sb.RunCodeStream(ctxT(t, time.Minute), code, &client.RunCodeOptions{Context: cc.ID}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Type == client.CodeEventStdout {
-				text.WriteString(ev.Text)
-				times = append(times, time.Now())
-			}
-			if ev.Type == client.CodeEventError {
-				t.Fatalf("error %+v", ev.Error)
-			}
-		}
-		if text.String() != "tick 0\ntick 1\ntick 2\ntick 3\n" || len(times) != 4 {
-			t.Fatalf("stdout %q in %d chunks", text.String(), len(times))
-		}
-		if spread := times[3].Sub(times[0]); spread < 800*time.Millisecond {
-			t.Fatalf("the lines arrived together (spread %s): output was not streamed", spread)
-		}
+		checkStreamed(t, sb, cc.ID, "for (let i = 0; i < 4; i++) { console.log('tick', i); await new Promise(r => setTimeout(r, 400)) }")
 	})
 
 	t.Run("thrown error", func(t *testing.T) {
@@ -104,43 +69,11 @@ func TestCodeJS(t *testing.T) {
 	})
 
 	t.Run("timeout keeps state", func(t *testing.T) {
-		out, err := sb.RunCode(ctx, "while (true) {}", &client.RunCodeOptions{Context: cc.ID, Timeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.Error == nil || out.Error.Name != "TimeoutError" {
-			t.Fatalf("timeout run %+v", out)
-		}
-		if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "1" {
-			t.Fatalf("state lost: %+v", out)
-		}
+		checkTimeoutKeepsState(t, sb, cc.ID, "while (true) {}", "x", "1")
 	})
 
 	t.Run("interrupt", func(t *testing.T) {
-		done := make(chan *client.CodeExecution, 1)
-		go func() {
-			out, _ := sb.RunCode(ctx, "await new Promise(() => {})", &client.RunCodeOptions{Context: cc.ID})
-			done <- out
-		}()
-		deadline := time.After(time.Minute)
-		for {
-			if err := sb.InterruptCode(ctx, cc.ID); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case out := <-done:
-				if out == nil || out.Error == nil || out.Error.Name != "InterruptError" {
-					t.Fatalf("interrupted run %+v", out)
-				}
-				if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "1" {
-					t.Fatalf("state lost: %+v", out)
-				}
-				return
-			case <-time.After(300 * time.Millisecond):
-			case <-deadline:
-				t.Fatal("the run was not interrupted")
-			}
-		}
+		checkInterruptKeepsState(t, sb, cc.ID, "await new Promise(() => {})", "InterruptError", "x", "1")
 	})
 
 	t.Run("contexts isolated", func(t *testing.T) {
@@ -182,36 +115,9 @@ func TestCodeJS(t *testing.T) {
 }
 
 // TestCodeJSLifecycleLeavesNoProcess runs 20 create/run/delete cycles of JavaScript contexts
-// and checks that no node process is left behind (beyond the pool's pre-started kernels).
+// and checks that no node process is left behind (beyond the pool's pre-started kernel).
 func TestCodeJSLifecycleLeavesNoProcess(t *testing.T) {
 	requireEnv(t)
 	sb := sandbox(t, "e2e-code-js-cycles", nil)
-	ctx := ctxT(t, 10*time.Minute)
-	for i := range 20 {
-		cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageJavaScript})
-		if err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-		// A child process too: deleting the context kills node's tree.
-		out := runOK(t, sb, cc.ID, "require('child_process').spawn('sleep', ['600'], {stdio: 'ignore'})\n"+strconv.Itoa(i))
-		if out.Results[0].Text != strconv.Itoa(i) {
-			t.Fatalf("cycle %d: %+v", i, out)
-		}
-		if err := sb.DeleteCodeContext(ctx, cc.ID); err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := nodeCount(t, sb)
-		ps := processes(t, sb)
-		sleeps := strings.Count(ps, "sleep 600")
-		if n <= 1 && sleeps == 0 { // the pool keeps one idle interpreter
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d node processes and %d sleeps left:\n%s", n, sleeps, ps)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	checkCyclesLeaveNoProcess(t, sb, client.LanguageJavaScript, "node", "require('child_process').spawn('sleep', ['600'], {stdio: 'ignore'})")
 }

@@ -15,32 +15,6 @@ import (
 	"github.com/hutchdev/hutch/internal/cli"
 )
 
-// pythonCount returns how many python3 processes run in the sandbox.
-func pythonCount(t *testing.T, sb *client.Sandbox) int {
-	t.Helper()
-	res, err := sb.Exec(ctxT(t, time.Minute), `cat /proc/[0-9]*/comm 2>/dev/null | grep -c '^python3$' || true`, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
-	if err != nil {
-		t.Fatalf("count %q: %v", res.Stdout, err)
-	}
-	return n
-}
-
-func runOK(t *testing.T, sb *client.Sandbox, cid, code string) *client.CodeExecution {
-	t.Helper()
-	out, err := sb.RunCode(ctxT(t, 2*time.Minute), code, &client.RunCodeOptions{Context: cid})
-	if err != nil {
-		t.Fatalf("RunCode(%q) = %v", code, err)
-	}
-	if out.Error != nil {
-		t.Fatalf("RunCode(%q) raised %+v", code, out.Error)
-	}
-	return out
-}
-
 // TestCodePython runs the Python requirements of the code interpreter issue through hutchd.
 func TestCodePython(t *testing.T) {
 	requireEnv(t)
@@ -102,29 +76,7 @@ func TestCodePython(t *testing.T) {
 	})
 
 	t.Run("streaming", func(t *testing.T) {
-		var times []time.Time
-		var text strings.Builder
-		code := "import time\nfor i in range(4):\n    print('tick', i)\n    time.sleep(0.4)"
-		for ev, err := range sb.RunCodeStream(ctxT(t, time.Minute), code, &client.RunCodeOptions{Context: cc.ID}) {
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ev.Type == client.CodeEventStdout {
-				text.WriteString(ev.Text)
-				if strings.HasSuffix(ev.Text, "\n") {
-					times = append(times, time.Now())
-				}
-			}
-			if ev.Type == client.CodeEventError {
-				t.Fatalf("error %+v", ev.Error)
-			}
-		}
-		if text.String() != "tick 0\ntick 1\ntick 2\ntick 3\n" || len(times) != 4 {
-			t.Fatalf("stdout %q in %d lines", text.String(), len(times))
-		}
-		if spread := times[3].Sub(times[0]); spread < 800*time.Millisecond {
-			t.Fatalf("the lines arrived together (spread %s): output was not streamed", spread)
-		}
+		checkStreamed(t, sb, cc.ID, "import time\nfor i in range(4):\n    print('tick', i)\n    time.sleep(0.4)")
 	})
 
 	t.Run("exception", func(t *testing.T) {
@@ -149,47 +101,11 @@ func TestCodePython(t *testing.T) {
 	})
 
 	t.Run("timeout keeps state", func(t *testing.T) {
-		start := time.Now()
-		out, err := sb.RunCode(ctx, "while True: pass", &client.RunCodeOptions{Context: cc.ID, Timeout: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.Error == nil || out.Error.Name != "TimeoutError" {
-			t.Fatalf("timeout run %+v", out)
-		}
-		if d := time.Since(start); d > 30*time.Second {
-			t.Fatalf("the timeout took %s", d)
-		}
-		if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "41" {
-			t.Fatalf("state lost: %+v", out)
-		}
+		checkTimeoutKeepsState(t, sb, cc.ID, "while True: pass", "x", "41")
 	})
 
 	t.Run("interrupt", func(t *testing.T) {
-		done := make(chan *client.CodeExecution, 1)
-		go func() {
-			out, _ := sb.RunCode(ctx, "import time\ntime.sleep(120)", &client.RunCodeOptions{Context: cc.ID})
-			done <- out
-		}()
-		deadline := time.After(time.Minute)
-		for {
-			if err := sb.InterruptCode(ctx, cc.ID); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case out := <-done:
-				if out == nil || out.Error == nil || out.Error.Name != "KeyboardInterrupt" {
-					t.Fatalf("interrupted run %+v", out)
-				}
-				if out := runOK(t, sb, cc.ID, "x"); out.Results[0].Text != "41" {
-					t.Fatalf("state lost: %+v", out)
-				}
-				return
-			case <-time.After(300 * time.Millisecond):
-			case <-deadline:
-				t.Fatal("the run was not interrupted")
-			}
-		}
+		checkInterruptKeepsState(t, sb, cc.ID, "import time\ntime.sleep(120)", "KeyboardInterrupt", "x", "41")
 	})
 
 	t.Run("contexts isolated and parallel", func(t *testing.T) {
@@ -304,40 +220,10 @@ func TestCodePython(t *testing.T) {
 }
 
 // TestCodeLifecycleLeavesNoProcess runs 20 create/run/delete cycles and checks that no
-// interpreter is left behind (beyond the pool's one pre-started kernel).
+// interpreter is left behind (beyond the pool's one pre-started kernel); each run starts a
+// child process too: deleting the context kills the interpreter's tree.
 func TestCodeLifecycleLeavesNoProcess(t *testing.T) {
 	requireEnv(t)
 	sb := sandbox(t, "e2e-code-cycles", nil)
-	ctx := ctxT(t, 10*time.Minute)
-	for i := range 20 {
-		cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{})
-		if err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-		// A child process too: deleting the context kills the interpreter's tree.
-		out := runOK(t, sb, cc.ID, "import subprocess\np = subprocess.Popen(['sleep', '600'])\n"+strconv.Itoa(i))
-		if out.Results[0].Text != strconv.Itoa(i) {
-			t.Fatalf("cycle %d: %+v", i, out)
-		}
-		if err := sb.DeleteCodeContext(ctx, cc.ID); err != nil {
-			t.Fatalf("cycle %d: %v", i, err)
-		}
-	}
-	list, err := sb.ListCodeContexts(ctx)
-	if err != nil || len(list) != 0 {
-		t.Fatalf("contexts left: %+v, %v", list, err)
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := pythonCount(t, sb)
-		ps := processes(t, sb)
-		sleeps := strings.Count(ps, "sleep 600")
-		if n <= 1 && sleeps == 0 { // the pool keeps one idle interpreter
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d python3 processes and %d sleeps left:\n%s", n, sleeps, ps)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	checkCyclesLeaveNoProcess(t, sb, client.LanguagePython, "python3", "import subprocess\np = subprocess.Popen(['sleep', '600'])")
 }
