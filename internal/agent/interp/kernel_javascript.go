@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -83,18 +82,9 @@ type jsKernel struct {
 }
 
 func startJS(ctx context.Context, cfg JSConfig, ts bool, cwd string, env map[string]string) (*jsKernel, error) {
-	if err := validateKernelEnv(env); err != nil {
-		return nil, err
-	}
-	if err := checkCwd(cwd); err != nil {
-		return nil, err
-	}
-	bin, err := exec.LookPath(cfg.Node)
+	bin, cwd, err := prepareStart(cfg.Node, "node", cwd, cfg.Workdir, env)
 	if err != nil {
-		return nil, errdefs.Wrap(errdefs.CodeInterpreterMissing, err, "node is not installed in the sandbox image").With("interpreter", cfg.Node)
-	}
-	if cwd == "" {
-		cwd = cfg.Workdir
+		return nil, err
 	}
 	spec := procSpec{
 		lang:         "node",
@@ -108,10 +98,7 @@ func startJS(ctx context.Context, cfg JSConfig, ts bool, cwd string, env map[str
 			return errdefs.Newf(errdefs.CodeInterpreterMissing, "the JavaScript kernel exited while starting: %s", stderr).With("interpreter", "node")
 		},
 	}
-	for k, v := range env {
-		spec.env = append(spec.env, k+"="+v)
-	}
-	p, err := startProc(ctx, spec, cfg.Logger)
+	p, err := startProc(ctx, spec, env, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

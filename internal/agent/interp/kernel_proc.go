@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,9 +111,33 @@ func newNonce() string {
 	return hex.EncodeToString(b)
 }
 
-// startProc starts a driver and waits for its ready event. Errors: INTERPRETER_NOT_AVAILABLE
-// (spec.startErr's, or the process could not start), ctx's.
-func startProc(ctx context.Context, spec procSpec, log *slog.Logger) (*kernelProc, error) {
+// prepareStart checks a kernel's env and cwd and finds its interpreter: it returns the
+// interpreter's path and the cwd to use (workdir for ""). Errors: VALIDATION_FAILED (a bad env
+// name), INVALID_PATH (cwd is not a directory), INTERPRETER_NOT_AVAILABLE (name is missing).
+func prepareStart(interpreter, name, cwd, workdir string, env map[string]string) (string, string, error) {
+	if err := validateKernelEnv(env); err != nil {
+		return "", "", err
+	}
+	if err := checkCwd(cwd); err != nil {
+		return "", "", err
+	}
+	bin, err := exec.LookPath(interpreter)
+	if err != nil {
+		return "", "", errdefs.Wrap(errdefs.CodeInterpreterMissing, err, name+" is not installed in the sandbox image").With("interpreter", interpreter)
+	}
+	if cwd == "" {
+		cwd = workdir
+	}
+	return bin, cwd, nil
+}
+
+// startProc starts a driver with env added to spec.env and waits for its ready event.
+// Errors: INTERPRETER_NOT_AVAILABLE (spec.startErr's, or the process could not start), ctx's.
+func startProc(ctx context.Context, spec procSpec, env map[string]string, log *slog.Logger) (*kernelProc, error) {
+	spec.env = slices.Clone(spec.env)
+	for k, v := range env {
+		spec.env = append(spec.env, k+"="+v)
+	}
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("interp: pipe: %w", err)
@@ -341,6 +366,16 @@ func (k *kernelProc) send(cmd map[string]any) error {
 	k.mu.Unlock()
 	for len(k.syncs) > 0 {
 		<-k.syncs
+	}
+	// Events of the previous command that came after its end (a background thread's output)
+	// are not this command's.
+	for drained := false; !drained; {
+		select {
+		case _, ok := <-k.msgs:
+			drained = !ok
+		default:
+			drained = true
+		}
 	}
 	cmd["n"] = nonce
 	b, err := json.Marshal(cmd)

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"log/slog"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -59,18 +58,9 @@ type pythonKernel struct {
 }
 
 func startPython(ctx context.Context, cfg PythonConfig, cwd string, env map[string]string) (*pythonKernel, error) {
-	if err := validateKernelEnv(env); err != nil {
-		return nil, err
-	}
-	if err := checkCwd(cwd); err != nil {
-		return nil, err
-	}
-	bin, err := exec.LookPath(cfg.Python)
+	bin, cwd, err := prepareStart(cfg.Python, "python3", cwd, cfg.Workdir, env)
 	if err != nil {
-		return nil, errdefs.Wrap(errdefs.CodeInterpreterMissing, err, "python3 is not installed in the sandbox image").With("interpreter", cfg.Python)
-	}
-	if cwd == "" {
-		cwd = cfg.Workdir
+		return nil, err
 	}
 	spec := procSpec{
 		lang:         "python",
@@ -82,10 +72,7 @@ func startPython(ctx context.Context, cfg PythonConfig, cwd string, env map[stri
 		mainThread:   true,
 		startErr:     pythonStartErr,
 	}
-	for k, v := range env {
-		spec.env = append(spec.env, k+"="+v)
-	}
-	p, err := startProc(ctx, spec, cfg.Logger)
+	p, err := startProc(ctx, spec, env, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}

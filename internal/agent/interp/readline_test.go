@@ -23,3 +23,18 @@ func TestReadLineLimit(t *testing.T) {
 		t.Fatalf("last line = %q, %v", l, err)
 	}
 }
+
+// After a line past the limit, skipLine drops its rest and the next line reads whole (the
+// agent skips an oversized event instead of closing the kernel).
+func TestSkipLine(t *testing.T) {
+	br := bufio.NewReaderSize(strings.NewReader(strings.Repeat("x", 100)+"\nnext\n"), 16)
+	if _, err := readLine(br, 50); !errors.Is(err, errLineTooLong) {
+		t.Fatalf("long line: %v", err)
+	}
+	if err := skipLine(br); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := readLine(br, 50); err != nil || string(l) != "next\n" {
+		t.Fatalf("after skip: %q, %v", l, err)
+	}
+}
