@@ -181,6 +181,15 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) (int6
 	}
 	info, err := s.client.PutObject(ctx, s.bucket, s.object(key), pr, upSize, opts)
 	if err != nil {
+		// minio-go aborts its multipart upload on error, but with parallel parts a part still in
+		// flight can land after the abort and leave the upload behind (seen with versitygw
+		// under load): abort whatever incomplete upload of this object is left. Keys are unique
+		// (backup IDs, content addresses), so this never cuts another writer's useful upload.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		if rerr := s.client.RemoveIncompleteUpload(actx, s.bucket, s.object(key)); rerr != nil {
+			s.log.Warn("blob put: abort of the failed upload", "key", key, "err", rerr)
+		}
+		cancel()
 		if pr.err != nil {
 			return 0, pr.err
 		}
