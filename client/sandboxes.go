@@ -89,6 +89,10 @@ type SandboxOptions struct {
 	// disk is the snapshot's, its image the snapshot's (Image must be empty), and the options
 	// left empty here take the snapshot's configuration.
 	Snapshot string
+	// Egress is the sandbox's egress policy (client/egress.go), in force before its first
+	// process runs; nil means allow-all. Forks and sandboxes started from a snapshot inherit
+	// their origin's policy when this is nil.
+	Egress *EgressPolicy
 }
 
 // Sandbox is a handle on one sandbox of a Client. It holds no state besides its ID: every
@@ -116,6 +120,8 @@ type createSandboxRequest struct {
 	Snapshot     string            `json:"snapshot,omitempty"`
 	// SnapshotOnSleep: see SandboxOptions.
 	SnapshotOnSleep bool `json:"snapshotOnSleep,omitempty"`
+	// Egress: see SandboxOptions.
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
@@ -138,6 +144,7 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 		req.KeepAlive = opts.KeepAlive
 		req.Snapshot = opts.Snapshot
 		req.SnapshotOnSleep = opts.SnapshotOnSleep
+		req.Egress = opts.Egress
 	}
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req})
 	if err != nil {

@@ -85,8 +85,18 @@ const (
 	CodeServiceNotResponding Code = "SERVICE_NOT_RESPONDING" // preview: nothing answers on the port in the sandbox
 
 	// Egress (sandbox → world traffic through hutchd's proxy).
-	CodeEgressDenied   Code = "EGRESS_DENIED"          // destination refused by policy or the address floor
-	CodeEgressUpstream Code = "EGRESS_UPSTREAM_FAILED" // allowed destination could not be reached
+	CodeEgressDenied        Code = "EGRESS_DENIED"          // destination refused by policy or the address floor
+	CodeEgressUpstream      Code = "EGRESS_UPSTREAM_FAILED" // allowed destination could not be reached
+	CodeEgressPolicyInvalid Code = "EGRESS_POLICY_INVALID"  // a policy (Spec) that breaks the rules; context {pointer} is the JSON pointer of the bad field
+
+	// Egress credentials (secrets, interception, placeholders, handlers).
+	CodeSecretNotFound             Code = "SECRET_NOT_FOUND"             // unknown secret name
+	CodeInvalidSecret              Code = "INVALID_SECRET"               // bad secret name or value; context {name?}
+	CodeSecretInUse                Code = "SECRET_IN_USE"                // delete refused: sandbox policies use it; context {usedBy}
+	CodeEgressPlaceholderViolation Code = "EGRESS_PLACEHOLDER_VIOLATION" // a placeholder sent where its secret may not go
+	CodeEgressMisdirected          Code = "EGRESS_MISDIRECTED_REQUEST"   // Host differs from the TLS SNI of an intercepted connection (421)
+	CodeEgressHandlerUnavailable   Code = "EGRESS_HANDLER_UNAVAILABLE"   // an operator handler could not be reached (502)
+	CodeEgressHandlerTimeout       Code = "EGRESS_HANDLER_TIMEOUT"       // an operator handler sent no response headers in time (504)
 
 	// Blob store (internal/blob: backups, snapshot layers).
 	CodeBlobNotFound Code = "BLOB_NOT_FOUND" // no blob under the key
@@ -196,8 +206,17 @@ var codes = map[Code]codeInfo{
 	CodePortNotExposed:       {ErrNotFound, http.StatusNotFound},
 	CodeServiceNotResponding: {ErrUnavailable, http.StatusBadGateway},
 
-	CodeEgressDenied:   {ErrPermissionDenied, http.StatusForbidden},
-	CodeEgressUpstream: {ErrUnavailable, http.StatusBadGateway},
+	CodeEgressDenied:        {ErrPermissionDenied, http.StatusForbidden},
+	CodeEgressUpstream:      {ErrUnavailable, http.StatusBadGateway},
+	CodeEgressPolicyInvalid: {ErrInvalidArgument, http.StatusBadRequest},
+
+	CodeSecretNotFound:             {ErrNotFound, http.StatusNotFound},
+	CodeInvalidSecret:              {ErrInvalidArgument, http.StatusBadRequest},
+	CodeSecretInUse:                {ErrConflict, http.StatusConflict},
+	CodeEgressPlaceholderViolation: {ErrPermissionDenied, http.StatusForbidden},
+	CodeEgressMisdirected:          {ErrInvalidArgument, http.StatusMisdirectedRequest},
+	CodeEgressHandlerUnavailable:   {ErrUnavailable, http.StatusBadGateway},
+	CodeEgressHandlerTimeout:       {ErrDeadlineExceeded, http.StatusGatewayTimeout},
 
 	CodeBlobNotFound: {ErrNotFound, http.StatusNotFound},
 

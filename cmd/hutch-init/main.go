@@ -20,11 +20,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/agent/catrust"
 	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
@@ -146,6 +148,7 @@ func run(cfg config, log *slog.Logger) error {
 		log.Warn("state dir unusable, using a temp dir", "state_dir", cfg.stateDir, "err", err, "using", dir)
 		cfg.stateDir = dir
 	}
+	installEgressCA(log)
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("own path: %w", err)
@@ -186,4 +189,20 @@ func shim(args []string) int {
 		return 125
 	}
 	return reaper.Shim(fs.Args(), *fds)
+}
+
+// installEgressCA trusts the sandbox's egress CA (catrust) and sets the CA variables' defaults
+// in this process's environment, which every command inherits. Before the first command runs.
+func installEgressCA(log *slog.Logger) {
+	res := catrust.Install("/", os.Getenv)
+	for _, kv := range res.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	for _, err := range res.Errs {
+		log.Warn("egress CA install", "err", err)
+	}
+	if res.Fingerprint != "" {
+		log.Info("egress CA trusted", "sha256", res.Fingerprint, "bundle", res.Bundle, "appended", res.Appended)
+	}
 }

@@ -168,6 +168,8 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 	root.AddCommand(a.snapshotCommands()...)
 	root.AddCommand(a.watchCommand())
 	root.AddCommand(a.runCommand())
+	root.AddCommand(a.secretCommand())
+	root.AddCommand(a.egressCommand())
 	return root
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/volume"
 )
 
@@ -61,6 +62,16 @@ type Config struct {
 	// locally added CAs, /usr/local/share/ca-certificates/*.crt (a corporate TLS proxy's CA must
 	// be trusted inside too, since egress leaves through the host's network).
 	ExtraCACerts []string `json:"extraCACerts"`
+	// EgressRootCAs are PEM files hutchd trusts, besides the system roots, when it connects
+	// to the upstream of an intercepted (credential-injected) host.
+	EgressRootCAs []string `json:"egressRootCAs"`
+	// EgressDNS are the DNS servers (ip:port) hutchd resolves sandbox destinations with;
+	// empty: the host's resolver.
+	EgressDNS []string `json:"egressDNS"`
+	// EgressHandlers are the operator endpoints egress rules of action "handler" name:
+	// {"name": {"url": "https://… | unix:/path.sock", "signingSecret": "SECRET_NAME",
+	// "headerTimeout": "60s"}}. The signing key is the named secret (PUT /v1/secrets).
+	EgressHandlers map[string]handler.Config `json:"egressHandlers"`
 	// PreviewListen is the address of the preview listener that serves preview URLs
 	// ({port}-{sandbox}-{token}.{PreviewDomain}). Default 127.0.0.1:7412; empty string in a
 	// config file keeps the default, "off" disables previews.
@@ -202,6 +213,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	fs.Var(&deny, "deny-range", "CIDR range sandboxes may never reach, repeatable (env HUTCH_DENY_RANGES, comma-separated)")
 	fs.Var(&upstreams, "upstream", "operator-approved destination name=ip:port, repeatable (env HUTCH_UPSTREAMS, comma-separated)")
 	fs.Var(&cas, "extra-ca", "PEM file trusted inside sandboxes, repeatable (env HUTCH_EXTRA_CA, comma-separated)")
+	var egressRoots, egressDNS, egressHandlers listFlag
+	fs.Var(&egressHandlers, "egress-handler", "operator handler NAME=SIGNING_SECRET@URL (URL http(s)://… or unix:/path.sock), repeatable (env HUTCH_EGRESS_HANDLERS, comma-separated)")
+	fs.Var(&egressRoots, "egress-root-ca", "PEM file trusted for upstreams of intercepted hosts besides the system roots, repeatable (env HUTCH_EGRESS_ROOT_CA, comma-separated)")
+	fs.Var(&egressDNS, "egress-dns", "DNS server ip:port for sandbox destinations, repeatable (env HUTCH_EGRESS_DNS, comma-separated; default the host's resolver)")
 	previewListen := fs.String("preview-listen", "", `preview listener address, "off" to disable (env HUTCH_PREVIEW_LISTEN; default 127.0.0.1:7412)`)
 	previewDomain := fs.String("preview-domain", "", "domain of preview URLs (env HUTCH_PREVIEW_DOMAIN; default localhost)")
 	previewCert := fs.String("preview-tls-cert", "", "PEM certificate for the preview listener (env HUTCH_PREVIEW_TLS_CERT)")
@@ -353,6 +368,32 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	if len(cas) > 0 {
 		c.ExtraCACerts = cas
+	}
+	if v := getenv("HUTCH_EGRESS_ROOT_CA"); v != "" {
+		egressRoots = append(strings.Split(v, ","), egressRoots...)
+	}
+	if len(egressRoots) > 0 {
+		c.EgressRootCAs = egressRoots
+	}
+	if v := getenv("HUTCH_EGRESS_HANDLERS"); v != "" {
+		egressHandlers = append(strings.Split(v, ","), egressHandlers...)
+	}
+	for _, h := range egressHandlers {
+		name, rest, ok1 := strings.Cut(strings.TrimSpace(h), "=")
+		sec, u, ok2 := strings.Cut(rest, "@")
+		if !ok1 || !ok2 || name == "" {
+			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "egress handler %q: want NAME=SIGNING_SECRET@URL", h)
+		}
+		if c.EgressHandlers == nil {
+			c.EgressHandlers = map[string]handler.Config{}
+		}
+		c.EgressHandlers[name] = handler.Config{URL: u, SigningSecret: sec}
+	}
+	if v := getenv("HUTCH_EGRESS_DNS"); v != "" {
+		egressDNS = append(strings.Split(v, ","), egressDNS...)
+	}
+	if len(egressDNS) > 0 {
+		c.EgressDNS = egressDNS
 	}
 	if c.ImagesDir == "" {
 		c.ImagesDir = filepath.Join(c.StateDir, "images")

@@ -23,10 +23,15 @@ import (
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/console"
 	"github.com/hutchdev/hutch/internal/egress"
+	"github.com/hutchdev/hutch/internal/egress/audit"
+	"github.com/hutchdev/hutch/internal/egress/mitm"
+	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/proxy"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/netns"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
@@ -60,6 +65,23 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	// Secrets and sandbox CA keys are sealed with the host master key.
+	box, err := secret.LoadOrCreateKey(filepath.Join(cfg.StateDir, "keys", "master.key"))
+	if err != nil {
+		return err
+	}
+	secrets := secret.NewStore(st, box)
+	authority := mitm.NewAuthority(st, box, 0, log.With("component", "egress-ca"))
+
+	violationStop := &stopper{log: log.With("component", "egress")}
+	handlers, err := egressHandlers(cfg.EgressHandlers)
+	if err != nil {
+		return err
+	}
+	egressRoots, err := upstreamRoots(cfg.EgressRootCAs)
+	if err != nil {
+		return err
+	}
 
 	rt, err := runc.New(runc.Config{
 		Binary:       cfg.RuncBinary,
@@ -75,10 +97,23 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Egress audit log: <state>/sandboxes/<id>/egress.jsonl.
+	egressAudit, err := audit.New(filepath.Join(cfg.StateDir, "sandboxes"), 0, log.With("component", "egress-audit"))
+	if err != nil {
+		return err
+	}
+	defer egressAudit.Close()
 	eg, err := egress.New(egress.Config{
+		Audit:   egressAudit,
 		DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort,
 		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
 		DenyRanges: cfg.DenyPrefixes(),
+		Resolver:   egressResolver(cfg.EgressDNS),
+		Intercept: &proxy.InterceptConfig{
+			Leaf: authority.Leaf, Secret: secrets.Value, RootCAs: egressRoots,
+			Placeholders: st.Placeholders, OnStop: violationStop.stop,
+			Handlers: handlers,
+		},
 	}, log.With("component", "egress"))
 	if err != nil {
 		return err
@@ -131,6 +166,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot")})
 	mgr.SetSleepSnapshotter(snaps)
+	violationStop.mgr.Store(mgr)
+	creds := &egressCreds{ca: authority, db: st, snaps: snaps, policy: eg.Config().Policy}
+	policies := &egressPolicies{eg: eg, db: st, audit: egressAudit, log: log.With("component", "egress"), snaps: snaps, next: creds,
+		lookups: policy.Lookups{
+			Secret:   func(name string) bool { return secrets.Exists(context.Background(), name) },
+			Upstream: func(name string) bool { _, ok := cfg.Upstreams[name]; return ok },
+		}}
+	if err := policies.load(ctx); err != nil {
+		return err
+	}
+	mgr.SetEgressCredentials(policies)
 	// Recover after the snapshotter and the tree source are set: a sleep cut short takes its
 	// snapshot, and sandboxes started later mount their restored backups.
 	if err := mgr.Recover(ctx); err != nil {
@@ -165,6 +211,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
 	api.SetBackups(bk)
 	api.SetSnapshots(snaps)
+	api.SetSecrets(secretsAPI{Store: secrets, db: st})
+	api.SetEgressCA(creds)
+	api.SetEgressPolicies(policies)
 	api.SetConsole(console.New(cfg.ConsoleDir, log.With("component", "console")))
 	if cfg.ConsoleDir != "" {
 		log.Info("web console", "url", url+console.Prefix, "dir", cfg.ConsoleDir)

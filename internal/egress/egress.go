@@ -3,10 +3,15 @@
 // server (egress/dns) and the transparent HTTP/TLS proxy (egress/proxy), all sharing one
 // registry of sandboxes (host interface, gateway, address) and one Policy (egress/policy).
 //
-// Listeners bind 0.0.0.0 on DNSPort (UDP+TCP), HTTPPort and TLSPort: REDIRECT rewrites a
+// Listeners bind 0.0.0.0 on DNSPort (UDP+TCP), HTTPPort, TLSPort and OtherPort (TCP to any
+// other port, decided by the pin table of DNS answers and the sandbox's Spec.Ports): REDIRECT rewrites a
 // sandbox packet's destination to the primary address of the interface it arrived on (its
 // gateway), and the firewall keeps those ports unreachable from anywhere but loopback and
 // redirected sandbox flows.
+//
+// Policies: per sandbox (SetPolicy; a policy.Registry), applied live: open connections a new
+// policy no longer allows are closed. Every DNS query, connection and request is audited
+// (Config.Audit).
 //
 // Destinations: any public name (the default Policy) plus the operator's Upstreams; never
 // loopback, private, link-local, CGNAT, multicast or the host's own addresses (egress/floor).
@@ -27,6 +32,7 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/dns"
 	"github.com/hutchdev/hutch/internal/egress/firewall"
 	"github.com/hutchdev/hutch/internal/egress/floor"
@@ -47,6 +53,10 @@ const (
 type Config struct {
 	// Host listener ports; defaults 15053 (DNS, UDP+TCP), 15001 (HTTP), 15002 (TLS).
 	DNSPort, HTTPPort, TLSPort int
+	// OtherPort is the listener for sandbox TCP to any other port (allowed per policy by the
+	// names hutchd's DNS served for the address; refused with RST otherwise); default
+	// TLSPort+1 (15003); -1 disables it (such traffic is dropped).
+	OtherPort int
 	// Table is the nftables table name (family inet); default "hutch".
 	Table string
 	// IfPrefix is the host-side veth prefix; default "hsb". It must equal netns.Config.IfPrefix.
@@ -62,9 +72,20 @@ type Config struct {
 	// DenyRanges are added to the address floor (floor.Ranges, the host's own addresses and
 	// the networks they are on): ranges an operator routes internally.
 	DenyRanges []netip.Prefix
-	// Policy decides per sandbox and destination; nil is policy.AllowPublic (every public
-	// destination). It never opens the address floor.
+	// Audit receives the egress audit events (DNS queries, connections, requests, policy
+	// changes, limits); nil discards them.
+	Audit *audit.Log
+	// DNSRate and DNSBurst are the per-sandbox DNS query rate limit (queries per second,
+	// burst); 0 means dns.DefaultRate (200) and dns.DefaultBurst (500).
+	DNSRate  float64
+	DNSBurst int
+	// Policy decides per sandbox and destination; nil is a *policy.Registry of per-sandbox
+	// Specs (SetPolicy), where a sandbox without one gets allow-all (every public destination).
+	// It never opens the address floor.
 	Policy policy.Policy
+	// Intercept enables TLS interception and credential injection for hosts the Policy
+	// decides Intercept (proxy.InterceptConfig); nil: such connections are refused.
+	Intercept *proxy.InterceptConfig
 }
 
 type sandbox struct {
@@ -82,6 +103,10 @@ type Service struct {
 	fw        *firewall.Firewall
 	dns       *dns.Server
 	proxy     *proxy.Proxy
+	// registry holds per-sandbox policies; nil when Config.Policy is custom.
+	registry *policy.Registry
+	// pins is the other-port listener's pin table, filled by DNS answers.
+	pins *proxy.Pins
 
 	lifeMu sync.Mutex
 	// lifecycle is 0 before Start, 1 after Start was called, 2 after Close.
@@ -114,14 +139,25 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 	if cfg.IfPrefix == "" {
 		cfg.IfPrefix = DefaultIfPrefix
 	}
+	var reg *policy.Registry
 	if cfg.Policy == nil {
-		cfg.Policy = policy.AllowPublic{}
+		reg = policy.NewRegistry()
+		cfg.Policy = reg
 	}
 	if cfg.Resolver == nil {
 		cfg.Resolver = net.DefaultResolver
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.OtherPort == 0 {
+		cfg.OtherPort = cfg.TLSPort + 1
+	}
+	otherPort := cfg.OtherPort
+	if otherPort < 0 {
+		otherPort = 0
+	} else if otherPort == cfg.DNSPort || otherPort == cfg.HTTPPort || otherPort == cfg.TLSPort || otherPort > 65535 {
+		return nil, fmt.Errorf("egress: other-port listener port %d must differ from the others: %w", otherPort, errdefs.ErrInvalidArgument)
 	}
 	if cfg.DNSPort == cfg.HTTPPort || cfg.DNSPort == cfg.TLSPort || cfg.HTTPPort == cfg.TLSPort {
 		return nil, fmt.Errorf("egress: listener ports must differ: %w", errdefs.ErrInvalidArgument)
@@ -138,11 +174,11 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		}
 		ups[name] = ap
 	}
-	fw, err := firewall.New(firewall.Config{Table: cfg.Table, IfPrefix: cfg.IfPrefix, DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort}, log)
+	fw, err := firewall.New(firewall.Config{Table: cfg.Table, IfPrefix: cfg.IfPrefix, DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort, OtherPort: otherPort}, log)
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: log, upstreams: ups, fw: fw, byID: map[string]*sandbox{}, byAddr: map[netip.Addr]*sandbox{}}
+	s := &Service{cfg: cfg, log: log, upstreams: ups, fw: fw, byID: map[string]*sandbox{}, byAddr: map[netip.Addr]*sandbox{}, registry: reg, pins: proxy.NewPins()}
 	fl := floor.New(cfg.DenyRanges...)
 	s.dns, err = dns.New(dns.Config{
 		Identify:   s.identify,
@@ -150,6 +186,10 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		Policy:     cfg.Policy,
 		Floor:      fl,
 		Resolver:   cfg.Resolver,
+		Rate:       cfg.DNSRate,
+		Burst:      cfg.DNSBurst,
+		Audit:      cfg.Audit.Emit,
+		OnAnswer:   s.pins.Add,
 	}, log)
 	if err != nil {
 		return nil, err
@@ -161,9 +201,15 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		Floor:     fl,
 		Resolver:  cfg.Resolver,
 		Mark:      firewall.GuardMark,
+		Intercept: cfg.Intercept,
+		Audit:     cfg.Audit.Emit,
+		Pins:      s.pins,
 	}, log)
 	if err != nil {
 		return nil, err
+	}
+	if reg != nil {
+		reg.Watch(s.policyChanged)
 	}
 	return s, nil
 }
@@ -230,6 +276,16 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	if err := s.proxy.StartTLS(tlsLn); err != nil {
 		tlsLn.Close()
 		return err
+	}
+	if s.cfg.OtherPort > 0 {
+		otherLn, err := lc.Listen(ctx, "tcp4", fmt.Sprintf("0.0.0.0:%d", s.cfg.OtherPort))
+		if err != nil {
+			return fmt.Errorf("egress: listen other ports: %w", err)
+		}
+		if err := s.proxy.StartOther(otherLn); err != nil {
+			otherLn.Close()
+			return err
+		}
 	}
 	// Hold the registry lock across the apply so no AddSandbox falls between the snapshot and
 	// started=true.
@@ -328,6 +384,8 @@ func (s *Service) RemoveSandbox(id string) error {
 	}
 	s.mu.Unlock()
 	s.proxy.ForgetSandbox(id)
+	s.dns.Forget(id)
+	s.pins.Forget(id)
 	s.log.Debug("egress sandbox removed", "sandbox_id", id)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -250,11 +251,16 @@ func TestEgress(t *testing.T) {
 			fmt.Sprintf("%s:%d", gw, testDNSPort),
 			fmt.Sprintf("%s:22", gw),
 		} {
-			// Dropped SYNs time out; run the probes side by side.
+			// Dropped SYNs time out; run the probes side by side. The other-port listener
+			// completes the handshake, then resets: a reset is a refusal, EOF or data a reach.
 			wg.Go(func() {
 				if c, err := dialFrom(t, sb1, "tcp4", addr); err == nil {
+					c.SetReadDeadline(time.Now().Add(3 * time.Second))
+					_, rerr := c.Read(make([]byte, 1))
 					c.Close()
-					t.Errorf("sandbox reached %s", addr)
+					if rerr == nil || errors.Is(rerr, io.EOF) {
+						t.Errorf("sandbox reached %s", addr)
+					}
 				}
 			})
 		}
@@ -280,8 +286,13 @@ func TestEgress(t *testing.T) {
 			}
 		}()
 		if c, err := dialFrom(t, sb2, "tcp4", sb1.Addr.String()+":8080"); err == nil {
+			// The other-port listener accepts, then resets; sb1 would have written "sb1".
+			c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			n, _ := c.Read(make([]byte, 3))
 			c.Close()
-			t.Errorf("sb2 reached sb1's listener at %s:8080", sb1.Addr)
+			if n > 0 {
+				t.Errorf("sb2 reached sb1's listener at %s:8080", sb1.Addr)
+			}
 		}
 		// Port 80 to a sandbox address is proxied, and the proxy refuses IP destinations.
 		body, status, _ := curl(sb2, "http://"+sb1.Addr.String()+"/")

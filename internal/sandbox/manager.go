@@ -122,6 +122,9 @@ type Manager struct {
 	sleepSnap atomic.Pointer[SleepSnapshotter]
 	// trees gives the backup trees of directory mounts (dirmount.go); nil until set.
 	trees atomic.Pointer[TreeSource]
+	// egressCreds gives starting sandboxes their egress CA and placeholders (egresscreds.go);
+	// nil until SetEgressCredentials.
+	egressCreds atomic.Pointer[EgressCredentials]
 
 	agentPath string   // content-addressed copy of AgentBinary under StateDir
 	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here

@@ -111,16 +111,25 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 			<-egressDone
 		}
 	}()
-	etc, err := m.writeEtc(dir, id, n, img.RootFS)
+	es, err := m.prepareEgress(ctx, rec)
 	if err != nil {
 		return err
 	}
+	etc, err := m.writeEtc(dir, id, n, img.RootFS, es.CACertPEM)
+	if err != nil {
+		return err
+	}
+	caMount, err := writeEgressCA(filepath.Join(dir, "etc"), es)
+	if err != nil {
+		return err
+	}
+	etc = append(etc, caMount...)
 	spec := runtime.Spec{
 		ID:        id,
 		RootFS:    merged,
 		Hostname:  id,
 		Args:      m.agentArgs(),
-		Env:       sandboxEnv(id, rec.EnvVars),
+		Env:       withEgressEnv(sandboxEnv(id, rec.EnvVars), es),
 		Cwd:       "/",
 		NetNSPath: n.NSPath,
 		Resources: it.Resources(),
@@ -232,7 +241,7 @@ func sandboxEnv(id string, vars map[string]string) []string {
 }
 
 // writeEtc writes the sandbox's resolv.conf, hosts and CA bundle and returns their mounts.
-func (m *Manager) writeEtc(dir, id string, n Net, imageRoot string) ([]runtime.Mount, error) {
+func (m *Manager) writeEtc(dir, id string, n Net, imageRoot string, egressCA []byte) ([]runtime.Mount, error) {
 	etc := filepath.Join(dir, "etc")
 	files := map[string][]byte{
 		"resolv.conf": fmt.Appendf(nil, "nameserver %s\noptions ndots:0\n", n.Gateway),
@@ -252,6 +261,13 @@ func (m *Manager) writeEtc(dir, id string, n Net, imageRoot string) ([]runtime.M
 			bundle = append(bundle, '\n')
 		}
 		bundle = append(bundle, pem...)
+	}
+	if len(egressCA) > 0 {
+		// The sandbox's egress CA: intercepted hosts are served leaves it signs.
+		if len(bundle) > 0 && !bytes.HasSuffix(bundle, []byte("\n")) {
+			bundle = append(bundle, '\n')
+		}
+		bundle = append(bundle, egressCA...)
 	}
 	files["ca-certificates.crt"] = bundle
 	for name, data := range files {

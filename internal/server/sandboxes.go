@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -18,6 +19,9 @@ type createRequest struct {
 	SnapshotOnSleep bool `json:"snapshotOnSleep"`
 	// Snapshot ("sha256-…") creates the sandbox from a snapshot (snapshots.go).
 	Snapshot string `json:"snapshot"`
+	// Egress is the sandbox's egress policy, applied before its first process runs
+	// (handle_egress.go); ignored when the sandbox exists already.
+	Egress *policy.Spec `json:"egress"`
 }
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
@@ -27,14 +31,24 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
+	egressDone, err := s.stageEgress(r.Context(), req.ID, req.Egress)
+	if err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
 	if req.Snapshot != "" {
-		s.createFromSnapshot(w, r, req)
+		s.createFromSnapshot(w, r, req, egressDone)
 		return
 	}
 	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
 	}, nil)
+	if err == nil {
+		err = egressDone(r.Context(), true)
+	} else {
+		egressDone(r.Context(), false)
+	}
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")
 		return
@@ -69,6 +83,9 @@ func (s *Server) destroySandbox(w http.ResponseWriter, r *http.Request) {
 	if err := s.mgr.Destroy(r.Context(), id); err != nil {
 		writeError(w, r, err, "sandbox.destroy")
 		return
+	}
+	if s.egress != nil {
+		s.egress.Forget(r.Context(), id)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id})
 }

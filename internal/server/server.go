@@ -56,6 +56,13 @@ type Server struct {
 
 	closing     chan struct{} // closed by CloseStreams
 	closingOnce sync.Once
+
+	// secrets is nil when /v1/secrets is not available (SetSecrets).
+	secrets Secrets
+	// egressCA serves a sandbox's egress CA certificate (SetEgressCA); nil: not available.
+	egressCA EgressCA
+	// egress keeps sandboxes' egress policies (SetEgressPolicies); nil: not available.
+	egress EgressPolicies
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
@@ -132,11 +139,15 @@ func (s *Server) routes() {
 		"/v1/sandboxes/{id}/terminals/{tid}":       {"GET", "DELETE"},
 		"/v1/images":                               {"GET"},
 		"/v1/images/build":                         {"POST"},
+		"/v1/secrets":                              {"GET"},
+		"/v1/secrets/{name}":                       {"PUT", "DELETE"},
+		"/v1/sandboxes/{id}/egress/ca.pem":         {"GET"},
 	}
 	for _, r := range forwarded {
 		p := "/v1/sandboxes/{id}/" + r.rest
 		allowed[p] = append(allowed[p], r.method)
 	}
+	s.egressRoutes(allowed)
 	// One pattern per refused method (not one method-less pattern per path): a method-less
 	// "/…/process/start" would clash with "GET /…/process/{pid}" in the mux.
 	for p, methods := range allowed {
@@ -148,6 +159,10 @@ func (s *Server) routes() {
 			s.mux.Handle(m+" "+p, h)
 		}
 	}
+	s.mux.Handle("PUT /v1/secrets/{name}", s.auth(s.putSecret))
+	s.mux.Handle("GET /v1/secrets", s.auth(s.listSecrets))
+	s.mux.Handle("DELETE /v1/secrets/{name}", s.auth(s.deleteSecret))
+	s.mux.Handle("GET /v1/sandboxes/{id}/egress/ca.pem", s.auth(s.egressCAPEM))
 	s.mux.Handle("GET /v1/images", s.auth(s.listImages))
 	s.mux.Handle("POST /v1/images/build", s.auth(s.buildImage))
 	s.mux.Handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {

@@ -146,11 +146,13 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 // createFromSnapshot is the get-or-create of POST /v1/sandboxes with a snapshot.
-func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req createRequest) {
+func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req createRequest, egressDone func(context.Context, bool) error) {
 	if !s.snapshotsEnabled(w, r) {
+		egressDone(r.Context(), false)
 		return
 	}
 	if req.Image != "" {
+		egressDone(r.Context(), false)
 		writeError(w, r, errdefs.New(errdefs.CodeInvalidArgument, "image and snapshot exclude each other: a snapshot brings its image"), "sandbox.create")
 		return
 	}
@@ -158,6 +160,11 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 		ID: req.ID, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
 	}, req.Snapshot)
+	if err == nil {
+		err = egressDone(r.Context(), true)
+	} else {
+		egressDone(r.Context(), false)
+	}
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")
 		return

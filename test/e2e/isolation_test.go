@@ -14,15 +14,23 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// probe is a python3 snippet run inside a sandbox: it tries a TCP connect (and for HTTP an
-// exchange) and prints OPEN, or BLOCKED with the reason.
+// probe is a python3 snippet run inside a sandbox: it tries a TCP connect and prints OPEN, or
+// BLOCKED with the reason. hutchd's other-port listener completes the handshake of TCP to
+// ports other than 80/443 and resets refused connections at once, so a reset right after the
+// connect counts as BLOCKED.
 const probeTCP = `python3 - <<'PY'
 import socket, sys
 s = socket.socket()
 s.settimeout(3)
 try:
     s.connect((%q, %d))
-    print("OPEN")
+    try:
+        s.recv(1)
+        print("OPEN")
+    except ConnectionResetError as e:
+        print("BLOCKED", type(e).__name__, e)
+    except socket.timeout:
+        print("OPEN")
 except Exception as e:
     print("BLOCKED", type(e).__name__, e)
 PY`

@@ -4,8 +4,10 @@
 // Answers, for a query from a registered sandbox (identified by source address; anyone else
 // gets REFUSED):
 //
+//	over the sandbox's rate limit           → REFUSED (token bucket per sandbox, Config.Rate/Burst; "limit" audit event)
 //	name denied by policy or by name floor  → NXDOMAIN (+ EDE 15 "Blocked" with EDNS0); never resolved upstream
-//	A for an operator upstream name         → the sandbox's gateway address (the proxy routes by Host/SNI)
+//	A for an operator upstream name, or a   → the sandbox's gateway address (the proxy routes by Host/SNI);
+//	name only a handler/upstream rule serves   never resolved upstream
 //	A for another name                      → hutchd's resolver (Go's, which reads /etc/hosts), minus every
 //	                                          address in the floor; NXDOMAIN when none is left
 //	AAAA, HTTPS, SVCB                       → NOERROR, no answers (sandboxes are IPv4-only; no ECH/h3 hints)
@@ -13,7 +15,9 @@
 //	non-QUERY opcodes, other classes        → NOTIMP / REFUSED
 //
 // A records carry a fixed TTL (AnswerTTL), because Go's resolver does not expose upstream TTLs.
-// Answer addresses do not bind the proxy: it re-resolves the name itself when it dials.
+// Answer addresses do not bind the proxy on ports 80/443: it re-resolves the name itself when
+// it dials. For other ports, Config.OnAnswer feeds the proxy's pin table (address → names this
+// sandbox resolved). Every answered query becomes an audit event (Config.Audit).
 package dns
 
 import (
@@ -26,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	mdns "github.com/miekg/dns"
@@ -49,12 +54,23 @@ type Config struct {
 	Floor *floor.Floor
 	// Resolver resolves allowed names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
+	// Rate and Burst are the per-sandbox query rate limit (queries per second, bucket size);
+	// 0 means DefaultRate and DefaultBurst.
+	Rate  float64
+	Burst int
+	// Audit, when set, receives one event per query (kind dns) and per limited second (kind
+	// limit). It must not block.
+	Audit func(sandboxID string, e audit.Event)
+	// OnAnswer, when set, is told the A records served to a sandbox for host (after the floor
+	// filter), with their TTL.
+	OnAnswer func(sandboxID, host string, ips []netip.Addr, ttl time.Duration)
 }
 
 // Server answers sandbox DNS on one UDP socket and one TCP listener.
 type Server struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	limit *limiter
 
 	mu sync.Mutex
 	// servers are the running miekg servers, set by Start.
@@ -79,7 +95,25 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log}, nil
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Burst <= 0 {
+		cfg.Burst = DefaultBurst
+	}
+	if cfg.Audit == nil {
+		cfg.Audit = func(string, audit.Event) {}
+	}
+	return &Server{cfg: cfg, log: log, limit: newLimiter(cfg.Rate, cfg.Burst)}, nil
+}
+
+// Forget drops sandboxID's rate-limit state (the sandbox was removed).
+func (s *Server) Forget(sandboxID string) { s.limit.forget(sandboxID) }
+
+// audit emits the dns event for a finished answer.
+func (s *Server) audit(id string, q mdns.Question, host string, m *mdns.Msg, decision, reason string) {
+	s.cfg.Audit(id, audit.Event{Kind: audit.KindDNS, QName: host, QType: mdns.TypeToString[q.Qtype],
+		Decision: decision, Reason: reason, Rcode: mdns.RcodeToString[m.Rcode], Answers: len(m.Answer)})
 }
 
 // Start serves on pc (UDP) and ln (TCP) until Close; it returns once both are serving. The
@@ -167,6 +201,13 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 		m.Rcode = mdns.RcodeRefused
 		return m
 	}
+	if ok, notify := s.limit.allow(id, time.Now()); !ok {
+		if notify {
+			s.cfg.Audit(id, audit.Event{Kind: audit.KindLimit, Limit: "dns", Reason: fmt.Sprintf("more than %g queries per second", s.cfg.Rate)})
+		}
+		m.Rcode = mdns.RcodeRefused
+		return m
+	}
 	if r.Opcode != mdns.OpcodeQuery {
 		m.Rcode = mdns.RcodeNotImplemented
 		return m
@@ -183,7 +224,8 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 	log := s.log.With("sandbox_id", id, "name", q.Name, "qtype", mdns.TypeToString[q.Qtype])
 	host, err := policy.CanonicalHost(q.Name)
 	if err != nil {
-		m.Rcode = mdns.RcodeNameError
+		blocked(m, edns, "hutch egress: invalid name")
+		s.audit(id, q, q.Name, m, "deny", "invalid name")
 		return m
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
@@ -192,19 +234,23 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 	if floor.DeniedName(host) && !upstream {
 		blocked(m, edns, "hutch egress floor")
 		log.Debug("dns blocked by name floor")
+		s.audit(id, q, host, m, "deny", "address floor")
 		return m
 	}
 	d := s.cfg.Policy.Decide(ctx, policy.Request{SandboxID: id, Kind: policy.KindDNS, Host: host, Upstream: upstream})
 	if d.Action != policy.Allow {
 		blocked(m, edns, "hutch egress policy")
 		log.Debug("dns blocked by policy", "reason", d.Reason)
+		s.audit(id, q, host, m, "deny", d.Reason)
 		return m
 	}
 	if q.Qtype != mdns.TypeA {
+		s.audit(id, q, host, m, "allow", "")
 		return m // NODATA for AAAA, HTTPS, SVCB and everything else
 	}
-	if upstream {
+	if upstream || policy.SnapshotFor(s.cfg.Policy, id).Local(host) {
 		m.Answer = append(m.Answer, aRecord(q.Name, gw))
+		s.audit(id, q, host, m, "allow", "served by hutchd")
 		return m
 	}
 	ips, err := s.cfg.Resolver.LookupNetIP(ctx, "ip4", host)
@@ -216,6 +262,7 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 			m.Rcode = mdns.RcodeServerFailure
 			log.Debug("dns resolve failed", "err", err)
 		}
+		s.audit(id, q, host, m, "allow", "")
 		return m
 	}
 	seen := map[netip.Addr]bool{}
@@ -230,7 +277,17 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 	if len(m.Answer) == 0 {
 		blocked(m, edns, "hutch egress floor: private answer")
 		log.Debug("dns answer removed by floor", "answers", len(ips))
+		s.audit(id, q, host, m, "deny", "rebind: every answer is in the address floor")
+		return m
 	}
+	if s.cfg.OnAnswer != nil {
+		served := make([]netip.Addr, 0, len(seen))
+		for ip := range seen {
+			served = append(served, ip)
+		}
+		s.cfg.OnAnswer(id, host, served, AnswerTTL*time.Second)
+	}
+	s.audit(id, q, host, m, "allow", "")
 	return m
 }
 

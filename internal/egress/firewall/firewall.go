@@ -5,8 +5,10 @@
 // interfaces ("<IfPrefix>*") and:
 //   - drops IPv6, and any source that is not the sandbox registered on that interface
 //     (the @sandboxes set of "ifname . address" pairs) — anti-spoofing;
-//   - redirects UDP/TCP 53 to the DNS port, TCP 80 to the HTTP port, TCP 443 to the TLS port;
-//   - drops all other sandbox traffic (other TCP ports, other UDP, ICMP);
+//   - redirects UDP/TCP 53 to the DNS port, TCP 80 to the HTTP port, TCP 443 to the TLS port,
+//     and, when OtherPort is set, every other TCP port to the other-port listener (which
+//     refuses what the sandbox's policy does not allow);
+//   - drops all other sandbox traffic (other TCP ports without OtherPort, other UDP, ICMP);
 //   - in the input chain accepts from sandboxes only established flows and flows it
 //     redirected itself (ct status dnat), so hutchd's API, sshd and any other host service —
 //     and direct connections to the listener ports — are unreachable from sandboxes;
@@ -47,6 +49,8 @@ type Config struct {
 	DNSPort  int    // hutchd DNS listener (UDP+TCP)
 	HTTPPort int    // hutchd HTTP proxy listener
 	TLSPort  int    // hutchd TLS proxy listener
+	// OtherPort is hutchd's listener for TCP to any other port; 0 drops such traffic.
+	OtherPort int
 }
 
 // Sandbox is one element of the anti-spoofing set.
@@ -72,6 +76,9 @@ func New(cfg Config, log *slog.Logger) (*Firewall, error) {
 	}
 	if !namePattern.MatchString(cfg.IfPrefix) || len(cfg.IfPrefix) > 10 {
 		return nil, fmt.Errorf("firewall: invalid interface prefix %q: %w", cfg.IfPrefix, errdefs.ErrInvalidArgument)
+	}
+	if cfg.OtherPort < 0 || cfg.OtherPort > 65535 {
+		return nil, fmt.Errorf("firewall: invalid port %d: %w", cfg.OtherPort, errdefs.ErrInvalidArgument)
 	}
 	for _, p := range []int{cfg.DNSPort, cfg.HTTPPort, cfg.TLSPort} {
 		if p <= 0 || p > 65535 {
@@ -160,6 +167,9 @@ func Ruleset(cfg Config, sandboxes []Sandbox) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	sb := fmt.Sprintf("%q", cfg.IfPrefix+"*")
 	ports := fmt.Sprintf("{ %d, %d, %d }", cfg.DNSPort, cfg.HTTPPort, cfg.TLSPort)
+	if cfg.OtherPort != 0 {
+		ports = fmt.Sprintf("{ %d, %d, %d, %d }", cfg.DNSPort, cfg.HTTPPort, cfg.TLSPort, cfg.OtherPort)
+	}
 
 	w("table inet %s {", cfg.Table)
 	w("\tset sandboxes {")
@@ -193,7 +203,11 @@ func Ruleset(cfg Config, sandboxes []Sandbox) string {
 	w("\t\tiifname . ip saddr != @sandboxes counter drop")
 	w("\t\tct state established,related accept")
 	w("\t\tudp dport 53 accept")
-	w("\t\ttcp dport { 53, 80, 443 } accept")
+	if cfg.OtherPort != 0 {
+		w("\t\tmeta l4proto tcp accept")
+	} else {
+		w("\t\ttcp dport { 53, 80, 443 } accept")
+	}
 	w("\t\tcounter drop")
 	w("\t}")
 
@@ -202,6 +216,9 @@ func Ruleset(cfg Config, sandboxes []Sandbox) string {
 	w("\t\tiifname %s meta nfproto ipv4 meta l4proto { tcp, udp } th dport 53 redirect to :%d", sb, cfg.DNSPort)
 	w("\t\tiifname %s meta nfproto ipv4 tcp dport 80 redirect to :%d", sb, cfg.HTTPPort)
 	w("\t\tiifname %s meta nfproto ipv4 tcp dport 443 redirect to :%d", sb, cfg.TLSPort)
+	if cfg.OtherPort != 0 {
+		w("\t\tiifname %s meta nfproto ipv4 meta l4proto tcp redirect to :%d", sb, cfg.OtherPort)
+	}
 	w("\t}")
 
 	w("\tchain input {")

@@ -107,3 +107,30 @@ func TestApplyRemove(t *testing.T) {
 		t.Errorf("Exists after Remove = %v, %v; want false", ok, err)
 	}
 }
+
+func TestRulesetOtherPort(t *testing.T) {
+	cfg := testConfig()
+	cfg.OtherPort = 25003
+	rs := Ruleset(cfg, nil)
+	for _, want := range []string{
+		"meta l4proto tcp accept",
+		`meta nfproto ipv4 meta l4proto tcp redirect to :25003`,
+		`ct status dnat tcp dport { 25053, 25001, 25002, 25003 } accept`,
+	} {
+		if !strings.Contains(rs, want) {
+			t.Errorf("Ruleset lacks %q:\n%s", want, rs)
+		}
+	}
+	if strings.Index(rs, "redirect to :25003") < strings.Index(rs, "tcp dport 443 redirect") {
+		t.Error("the catch-all redirect comes before the 80/443 ones")
+	}
+	if os.Geteuid() == 0 {
+		if _, err := exec.LookPath("nft"); err == nil {
+			cmd := exec.Command("nft", "-c", "-f", "-")
+			cmd.Stdin = strings.NewReader(rs)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("nft -c refuses the ruleset: %v\n%s", err, out)
+			}
+		}
+	}
+}

@@ -10,10 +10,13 @@
 // allows is still dialled by name through a guard that refuses loopback, private, link-local
 // and host addresses; only operator upstreams (egress.Config.Upstreams) are exempt.
 //
-// Extension: per-sandbox allow/deny lists, credential injection and TLS interception are added
-// by implementing Policy and growing Decision (for example an Action that says "intercept"
-// with the rules to apply). Callers treat any Action they do not know as Deny, so adding an
-// Action is fail-closed for older callers.
+// Per-sandbox policies: a Spec (spec.go, the API's JSON) is checked by Validate (stable code
+// EGRESS_POLICY_INVALID with a JSON pointer) and compiled (Compile) into an immutable
+// *Compiled; a Registry holds one per sandbox behind atomic pointers and implements Policy, so
+// a change applies to the next decision. Compiled.Evaluate answers per destination (Deny,
+// Allow, or Intercept: TLS must be terminated and each request evaluated), Compiled.Request per
+// HTTP request (the matched Rule). Host patterns are label-aware (match.go). Callers treat any
+// Action they do not know as Deny, so adding an Action is fail-closed for older callers.
 package policy
 
 import (
@@ -33,6 +36,7 @@ const (
 	KindDNS  Kind = iota + 1 // a DNS query for Host (Port is 0)
 	KindHTTP                 // a plain HTTP request with Host header Host to Port
 	KindTLS                  // a TLS connection with SNI Host to Port
+	KindTCP                  // a TCP connection to Port (not 80/443) of Host, a name the sandbox resolved (pin table)
 )
 
 func (k Kind) String() string {
@@ -43,6 +47,8 @@ func (k Kind) String() string {
 		return "http"
 	case KindTLS:
 		return "tls"
+	case KindTCP:
+		return "tcp"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -62,15 +68,32 @@ type Action int
 
 // Actions. The zero value is Deny, so an empty Decision refuses.
 const (
-	Deny  Action = iota // refuse: HTTP 403 EGRESS_DENIED, TLS close, DNS NXDOMAIN
-	Allow               // pass through (HTTP reverse-proxied, TLS spliced unread)
+	Deny      Action = iota // refuse: HTTP 403 EGRESS_DENIED, TLS close, DNS NXDOMAIN
+	Allow                   // pass through (HTTP reverse-proxied, TLS spliced unread)
+	Intercept               // TLS must be terminated (sandbox CA) and every request evaluated (Compiled.Request); for plain HTTP: evaluate every request
 )
+
+func (a Action) String() string {
+	switch a {
+	case Deny:
+		return "deny"
+	case Allow:
+		return "allow"
+	case Intercept:
+		return "intercept"
+	}
+	return fmt.Sprintf("action(%d)", int(a))
+}
 
 // Decision is a Policy's answer.
 type Decision struct {
 	Action Action
 	// Reason is a short human explanation, sent to the sandbox in 403 bodies and logged.
 	Reason string
+	// Rule is the rule behind the decision when one made it (a handler or upstream rule that
+	// implicitly allows a host in allowlist mode); nil otherwise. Per-request rules come from
+	// Compiled.Request.
+	Rule *Rule
 }
 
 // Policy decides per sandbox and destination. Implementations must be safe for concurrent use

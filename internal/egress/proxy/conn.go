@@ -25,6 +25,9 @@ type conn struct {
 	attached []net.Conn
 	// closed is set by the first Close.
 	closed bool
+	// dest is what the connection was authorised for (setDest, setRequest); the zero value
+	// until a decision was made. Proxy.Recheck re-evaluates it on policy changes.
+	dest connDest
 }
 
 // Close closes the connection and everything attached to it; it is idempotent.

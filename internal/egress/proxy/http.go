@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"strconv"
+	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
@@ -42,10 +44,37 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	port := int(c.orig.Port())
 	d := p.cfg.Policy.Decide(r.Context(), policy.Request{SandboxID: c.sandboxID, Kind: policy.KindHTTP, Host: host, Port: port, Upstream: upstream})
-	if d.Action != policy.Allow {
+	ev := audit.Event{Kind: audit.KindHTTP, Mode: "http", Host: host, Port: port, OrigDst: c.orig.String(),
+		Proto: r.Proto, Method: r.Method, Path: r.URL.Path}
+	if r.URL.RawQuery != "" {
+		ev.Query = "redacted"
+	}
+	if d.Action != policy.Allow && d.Action != policy.Intercept {
+		ev.Decision, ev.Reason, ev.Status = "deny", d.Reason, http.StatusForbidden
+		p.cfg.Audit(c.sandboxID, ev)
 		p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", host, d.Reason))
 		return
 	}
+	c.setDest(policy.KindHTTP, host, false, upstream)
+	if d.Action == policy.Intercept {
+		rd := policy.SnapshotFor(p.cfg.Policy, c.sandboxID).Request(host, r.Method, r.URL.Path)
+		if rd.Rule != nil {
+			ev.Rule = rd.Rule.ID
+		}
+		if rd.Action != policy.Allow {
+			ev.Decision, ev.Reason, ev.Status = "deny", rd.Reason, http.StatusForbidden
+			p.cfg.Audit(c.sandboxID, ev)
+			p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", host, rd.Reason))
+			return
+		}
+	}
+	c.setRequest(host, r.Method, r.URL.Path)
+	ev.Decision = "allow"
+	start := time.Now()
+	defer func() {
+		ev.DurMs = time.Since(start).Milliseconds()
+		p.cfg.Audit(c.sandboxID, ev)
+	}()
 	target := net.JoinHostPort(host, strconv.Itoa(port))
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -55,11 +84,16 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		},
 		Transport:     p.transport(c.sandboxID),
 		FlushInterval: -1,
+		ModifyResponse: func(resp *http.Response) error {
+			ev.Status = resp.StatusCode
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if errdefs.IsCode(err, errdefs.CodeEgressDenied) {
 				p.deny(w, log, err)
 				return
 			}
+			ev.Status, ev.Reason = http.StatusBadGateway, "upstream unreachable"
 			log.Debug("egress upstream failed", "err", err)
 			writeError(w, &errdefs.Error{Code: errdefs.CodeEgressUpstream, Message: "upstream " + target + " unreachable", Err: err})
 		},

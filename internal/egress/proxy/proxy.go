@@ -31,6 +31,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
@@ -57,6 +58,13 @@ type Config struct {
 	Floor *floor.Floor
 	// Resolver resolves destination names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
+	// Intercept enables TLS interception for policy.Intercept decisions (intercept.go); nil:
+	// such connections are refused.
+	Intercept *InterceptConfig
+	// Pins is the pin table the other-port listener decides by (StartOther); DNS fills it.
+	Pins *Pins
+	// Audit, when set, receives conn and http audit events; it must not block.
+	Audit func(sandboxID string, e audit.Event)
 	// Mark, when non-zero, is set as SO_MARK on guarded (sandbox-driven) upstream sockets, so
 	// the firewall's output chain can repeat the floor check in the kernel.
 	Mark int
@@ -80,6 +88,8 @@ type Proxy struct {
 	closed bool
 
 	wg sync.WaitGroup // accept loops and TLS handlers
+
+	icpt *interceptor // nil without Config.Intercept
 }
 
 // New returns a Proxy for cfg.
@@ -96,7 +106,13 @@ func New(cfg Config, log *slog.Logger) (*Proxy, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Audit == nil {
+		cfg.Audit = func(string, audit.Event) {}
+	}
 	p := &Proxy{cfg: cfg, log: log, transports: map[string]*http.Transport{}, conns: map[string]map[*conn]struct{}{}}
+	if cfg.Intercept != nil {
+		p.icpt = p.newInterceptor(*cfg.Intercept)
+	}
 	p.http = &http.Server{
 		Handler:           http.HandlerFunc(p.serveRequest),
 		ReadHeaderTimeout: readHeaderTimeout,
@@ -182,6 +198,9 @@ func (p *Proxy) ForgetSandbox(sandboxID string) {
 	if t != nil {
 		t.CloseIdleConnections()
 	}
+	if p.icpt != nil {
+		p.icpt.forget(sandboxID)
+	}
 	for _, c := range cs {
 		c.Close()
 	}
@@ -202,6 +221,9 @@ func (p *Proxy) Close() error {
 	}
 	p.mu.Unlock()
 	err := p.http.Close()
+	if p.icpt != nil {
+		p.icpt.close()
+	}
 	for _, ln := range lns {
 		ln.Close()
 	}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
@@ -28,34 +30,60 @@ func (p *Proxy) serveTLS(c *conn) {
 		log.Debug("egress tls: no client hello", "err", err)
 		return
 	}
+	ev := audit.Event{Kind: audit.KindConn, Mode: "tunnel", OrigDst: c.orig.String(), Port: int(c.orig.Port())}
 	host, err := policy.CanonicalHost(sni)
 	if err != nil {
 		log.Debug("egress tls denied", "sni", sni, "err", err)
+		ev.Decision, ev.Reason = "deny", "TLS without a valid SNI host name"
+		p.cfg.Audit(c.sandboxID, ev)
 		return
 	}
+	ev.Host = host
 	log = log.With("sni", host)
 	_, upstream := p.cfg.Upstreams[host]
 	if !upstream && floor.DeniedName(host) {
 		log.Debug("egress tls denied by name floor")
+		ev.Decision, ev.Reason = "deny", "address floor"
+		p.cfg.Audit(c.sandboxID, ev)
 		return
 	}
 	port := int(c.orig.Port())
 	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
 	defer cancel()
 	d := p.cfg.Policy.Decide(ctx, policy.Request{SandboxID: c.sandboxID, Kind: policy.KindTLS, Host: host, Port: port, Upstream: upstream})
-	if d.Action != policy.Allow {
-		log.Debug("egress tls denied by policy", "reason", d.Reason)
+	if d.Action == policy.Intercept && p.icpt != nil {
+		p.intercept(c, host, peeked, log)
 		return
 	}
+	if d.Action != policy.Allow {
+		log.Debug("egress tls denied by policy", "reason", d.Reason)
+		ev.Decision, ev.Reason = "deny", d.Reason
+		if d.Action == policy.Intercept {
+			ev.Reason = "interception is not configured"
+		}
+		p.cfg.Audit(c.sandboxID, ev)
+		return
+	}
+	start := time.Now()
+	ev.Decision = "tunnel"
+	defer func() {
+		ev.DurMs = time.Since(start).Milliseconds()
+		p.cfg.Audit(c.sandboxID, ev)
+	}()
 	up, err := p.dial(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
 		log.Debug("egress tls dial failed", "err", err)
+		ev.Decision, ev.Reason = "deny", "upstream unreachable or refused"
+		if !errdefs.IsCode(err, errdefs.CodeEgressDenied) {
+			ev.Decision = "error"
+		}
 		return
 	}
 	if !c.attach(up) {
 		return
 	}
 	c.SetDeadline(time.Time{})
+	c.setDest(policy.KindTLS, host, false, upstream)
 	if _, err := up.Write(peeked); err != nil {
 		log.Debug("egress tls replay failed", "err", err)
 		return

@@ -1,0 +1,98 @@
+package handler
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client/egresshandler"
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+var key = []byte("hmac-key-for-tests-0123")
+
+// verifying is an operator handler: it checks the signature and echoes what it saw.
+func verifying(t *testing.T) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, err := egresshandler.Verify(r, key, time.Now())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("Hutch-Internal", "must not reach the sandbox")
+		json.NewEncoder(w).Encode(map[string]any{"url": f.URL.String(), "path": r.URL.Path, "body": string(body), "sandbox": f.Sandbox})
+	})
+}
+
+func forward(t *testing.T, h *Handler, method, target, body string) *httptest.ResponseRecorder {
+	t.Helper()
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	w := httptest.NewRecorder()
+	h.Forward(w, r, Origin{Sandbox: "sb1", Scheme: "https", Host: "api.example.test", Port: 443}, key, func(w http.ResponseWriter, err error) {
+		w.WriteHeader(errdefs.HTTPStatus(err))
+		io.WriteString(w, string(errdefs.CodeOf(err)))
+	})
+	return w
+}
+
+func TestForwardSignedOverUnixAndHTTP(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "h.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	us := &http.Server{Handler: verifying(t)}
+	go us.Serve(ln)
+	defer us.Close()
+	hs := httptest.NewServer(verifying(t))
+	defer hs.Close()
+	for _, u := range []string{"unix:" + sock, hs.URL + "/base"} {
+		h, err := New("ops", Config{URL: u, SigningSecret: "HMAC"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := forward(t, h, "POST", "https://api.example.test/v1/chat?x=1", "hello")
+		var got map[string]any
+		json.Unmarshal(w.Body.Bytes(), &got)
+		if w.Code != 200 || got["url"] != "https://api.example.test/v1/chat?x=1" || got["body"] != "hello" || got["sandbox"] != "sb1" {
+			t.Fatalf("%s: %d %s", u, w.Code, w.Body)
+		}
+		if strings.HasPrefix(u, "http") && got["path"] != "/base/v1/chat" {
+			t.Fatalf("base path not kept: %v", got["path"])
+		}
+		if w.Header().Get("Hutch-Internal") != "" {
+			t.Fatal("handler's Hutch-* header reached the sandbox")
+		}
+		h.Close()
+	}
+}
+
+func TestForwardFailures(t *testing.T) {
+	h, _ := New("gone", Config{URL: "unix:" + filepath.Join(t.TempDir(), "none.sock"), SigningSecret: "K"})
+	if w := forward(t, h, "GET", "https://api.example.test/", ""); w.Code != 502 || w.Body.String() != string(errdefs.CodeEgressHandlerUnavailable) {
+		t.Fatalf("unavailable: %d %s", w.Code, w.Body)
+	}
+	block := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-block }))
+	defer slow.Close()
+	defer close(block)
+	h, _ = New("slow", Config{URL: slow.URL, SigningSecret: "K", HeaderTimeout: "200ms"})
+	if w := forward(t, h, "GET", "https://api.example.test/", ""); w.Code != 504 || w.Body.String() != string(errdefs.CodeEgressHandlerTimeout) {
+		t.Fatalf("timeout: %d %s", w.Code, w.Body)
+	}
+	for _, bad := range []Config{
+		{URL: "ftp://x", SigningSecret: "K"}, {URL: "unix:rel.sock", SigningSecret: "K"}, {URL: "http://x"},
+		{URL: "http://u:p@x/", SigningSecret: "K"}, {URL: "http://x", SigningSecret: "K", HeaderTimeout: "-1s"},
+	} {
+		if _, err := New("bad", bad); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+}

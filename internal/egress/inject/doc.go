@@ -1,0 +1,9 @@
+// Package inject is the credential side of hutchd's egress proxy: it resolves the
+// "${secrets.NAME}" templates of header rules, makes and recognises placeholders (random
+// per sandbox and secret, with the fixed marker "hutchph_"), swaps them for real values only in
+// the locations and towards the hosts their secret is bound to, detects placeholders sent
+// anywhere else (violations), and redacts real secret values out of responses (raw,
+// base64 and URL-encoded forms, streamed with a carry-over window across writes).
+//
+// It holds no secret at rest: values come from internal/secret at request time.
+package inject

@@ -1,0 +1,250 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/daemontest"
+	"github.com/hutchdev/hutch/internal/egress/egresstest"
+)
+
+// credsDaemon starts a second hutchd for the credential scenario: it resolves sandbox
+// destinations through the fake internet's DNS and trusts its test CA upstream, with names,
+// ports and a subnet of its own (so it never collides with the shared test daemon).
+func credsDaemon(t *testing.T, inet *egresstest.Internet) *daemontest.Daemon {
+	t.Helper()
+	state, err := os.MkdirTemp("", "hutch-e2e-creds-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := daemontest.New(bins, state, filepath.Join(state, "hutchd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm.Args = []string{
+		"--images-dir", imagesDir(),
+		"--if-prefix", "hsc",
+		"--netns-prefix", "hutchcr-",
+		"--nft-table", "hutchcreds",
+		"--cgroup-parent", "hutchcreds",
+		"--subnet", "10.86.0.0/16",
+		"--dns-port", "36053",
+		"--http-port", "36001",
+		"--tls-port", "36002",
+		"--preview-listen", "off",
+		"--data-volume", "off",
+		"--log-level", "debug",
+		"--egress-dns", inet.DNSAddr(),
+		"--egress-root-ca", inet.CAFile,
+	}
+	if err := dm.Start(context.Background()); err != nil {
+		t.Fatalf("start hutchd: %v\n%s", err, dm.LogTail())
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := dm.DestroyAll(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		dm.Stop()
+		cleanupState(dm)
+	})
+	return dm
+}
+
+// putEgress sets a sandbox's egress policy (PUT /v1/sandboxes/{id}/egress).
+func putEgress(t *testing.T, dm *daemontest.Daemon, id, spec string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, dm.URL()+"/v1/sandboxes/"+id+"/egress", strings.NewReader(spec))
+	req.Header.Set("Authorization", "Bearer "+dm.Token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT egress: %d %s", resp.StatusCode, b)
+	}
+}
+
+func execOK(t *testing.T, sb *client.Sandbox, cmd string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := sb.Exec(ctx, cmd, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("%s: exit %d\nstdout: %s\nstderr: %s", cmd, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	return string(res.Stdout)
+}
+
+// TestEgressCredentialsGitScenario is the issue's scenario end to end: a real sandbox clones
+// from a private git server over HTTPS with a rule that injects the token; git, curl, Python
+// and Node inside trust the sandbox CA without -k; then no file of the sandbox, no process
+// environment on the host, no snapshot file and no hutchd log line holds the token.
+func TestEgressCredentialsGitScenario(t *testing.T) {
+	requireEnv(t)
+	const token = "ghs_RealGitTokenNeverInTheSandbox_7f3a9c"
+	const apiKey = "sk-real-api-key-0123456789-abcdef"
+	inet := egresstest.NewInternet(t, egresstest.InternetConfig{GitToken: token})
+	dm := credsDaemon(t, inet)
+	c := dm.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := c.SetSecret(ctx, "GIT_TOKEN", token); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetSecret(ctx, "OPENAI_API_KEY", apiKey); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := c.Sandbox(ctx, "creds", nil)
+	if err != nil {
+		t.Fatalf("sandbox: %v\n%s", err, dm.LogTail())
+	}
+	putEgress(t, dm, "creds", `{
+	  "rules": [
+	    {"id": "git", "hosts": ["git.example.test"], "action": "inject",
+	     "inject": {"basicAuth": {"username": "x-access-token", "password": "${secrets.GIT_TOKEN}"}}},
+	    {"id": "api", "hosts": ["api.example.test"], "action": "inject",
+	     "inject": {"setHeaders": {"X-Git-Token": "${secrets.GIT_TOKEN}"}}}
+	  ],
+	  "placeholders": [{"secret": "OPENAI_API_KEY", "hosts": ["api.example.test"], "prefix": "sk-"}]
+	}`)
+	caBefore, err := sb.EgressCA(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Placeholders reach PID 1's environment at start: restart once (the CA stays).
+	if _, err := sb.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sb.Start(ctx); err != nil {
+		t.Fatalf("start: %v\n%s", err, dm.LogTail())
+	}
+
+	// The CA: the API's ca.pem equals the mounted file, the key is nowhere in the sandbox.
+	caPEM, err := sb.EgressCA(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(caBefore, caPEM) {
+		t.Fatal("the CA changed across stop and start")
+	}
+	if got := execOK(t, sb, "cat /run/hutch/egress-ca.pem"); got != string(caPEM) {
+		t.Fatalf("mounted CA differs from ca.pem")
+	}
+	if out := execOK(t, sb, "grep -c 'BEGIN CERTIFICATE' /usr/local/share/ca-certificates/hutch-egress-ca.crt; grep -rl 'PRIVATE KEY' /run/hutch /etc/ssl /usr/local/share/ca-certificates 2>/dev/null | wc -l"); out != "1\n0\n" {
+		t.Fatalf("CA install: %q", out)
+	}
+
+	t.Run("git clones through the injected token", func(t *testing.T) {
+		execOK(t, sb, "git clone -q https://git.example.test"+inet.RepoPath+" /workspace/repo")
+		if out := execOK(t, sb, "cat /workspace/repo/README"); !strings.Contains(out, "hello from hxnet") {
+			t.Fatalf("README: %q", out)
+		}
+		execOK(t, sb, "cd /workspace/repo && git pull -q && git ls-remote origin >/dev/null")
+	})
+	t.Run("curl, python and node trust the sandbox CA", func(t *testing.T) {
+		out := execOK(t, sb, "curl -sS https://api.example.test/headers")
+		if strings.Contains(out, token) || !strings.Contains(out, "[redacted:GIT_TOKEN]") {
+			t.Fatalf("curl echo: %s", out)
+		}
+		reqs := inet.APIRequests()
+		if got := reqs[len(reqs)-1].Header.Get("X-Git-Token"); got != token {
+			t.Fatalf("upstream saw X-Git-Token %q", got)
+		}
+		out = execOK(t, sb, `python3 -c "import urllib.request,ssl; r=urllib.request.urlopen('https://api.example.test/headers'); print(r.status)"`)
+		if strings.TrimSpace(out) != "200" {
+			t.Fatalf("python: %q", out)
+		}
+		out = execOK(t, sb, `node -e "fetch('https://api.example.test/headers').then(r=>console.log(r.status)).catch(e=>{console.error(e);process.exit(1)})"`)
+		if strings.TrimSpace(out) != "200" {
+			t.Fatalf("node: %q", out)
+		}
+	})
+	t.Run("the placeholder stands in for the key and is swapped only towards its host", func(t *testing.T) {
+		ph := strings.TrimSpace(execOK(t, sb, "printenv OPENAI_API_KEY"))
+		if !strings.HasPrefix(ph, "sk-hutchph_") || strings.Contains(ph, apiKey) {
+			t.Fatalf("placeholder env %q", ph)
+		}
+		out := execOK(t, sb, `curl -sS -H "Authorization: Bearer $OPENAI_API_KEY" https://api.example.test/headers`)
+		reqs := inet.APIRequests()
+		if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+apiKey {
+			t.Fatalf("upstream Authorization %q", got)
+		}
+		if strings.Contains(out, apiKey) || !strings.Contains(out, ph) {
+			t.Fatalf("echo not redacted to the placeholder: %s", out)
+		}
+	})
+
+	// A fork (snapshot + new sandbox) inherits the CA: its disk already trusts it.
+	fr, err := sb.Fork(ctx, 1, &client.ForkOptions{IDs: []string{"creds-fork"}})
+	if err != nil {
+		t.Fatalf("fork: %v\n%s", err, dm.LogTail())
+	}
+	fork := c.SandboxHandle(fr.Sandboxes[0].ID)
+	if forkCA, err := fork.EgressCA(ctx); err != nil || !bytes.Equal(forkCA, caPEM) {
+		t.Fatalf("fork CA differs from its parent's (%v)", err)
+	}
+	if out := execOK(t, fork, "curl -sS -o /dev/null -w '%{http_code}' https://api.example.test/headers"); out != "200" {
+		t.Fatalf("fork curl: %q", out)
+	}
+	// A snapshot of the sandbox, then the search.
+	if _, err := sb.Snapshot(ctx); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	// Every process's environment on this host (the sandbox's processes included).
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, p := range procs {
+		if b, err := os.ReadFile(p); err == nil && (bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(apiKey))) {
+			t.Errorf("%s holds a secret", p)
+		}
+	}
+	// The sandbox's files as the sandbox sees them (every file it changed is in its upper
+	// dir; etc holds the files hutchd mounts), hutchd's state (database, WAL, snapshots,
+	// audit) and its log.
+	searched := 0
+	filepath.WalkDir(dm.StateDir, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if de.IsDir() {
+			if strings.HasSuffix(p, "/rootfs") || p == filepath.Join(dm.StateDir, "runc") {
+				return filepath.SkipDir // the merged view repeats upper + image
+			}
+			return nil
+		}
+		if !de.Type().IsRegular() {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil
+		}
+		searched++
+		if bytes.Contains(b, []byte(token)) || bytes.Contains(b, []byte(apiKey)) {
+			t.Errorf("%s holds a secret", p)
+		}
+		return nil
+	})
+	if searched < 10 {
+		t.Fatalf("searched only %d files under %s", searched, dm.StateDir)
+	}
+	if out := execOK(t, sb, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c hutchph_ || true"); strings.TrimSpace(out) == "0" {
+		t.Fatalf("no process in the sandbox carries the placeholder env")
+	}
+}
