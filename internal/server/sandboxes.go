@@ -18,6 +18,8 @@ type createRequest struct {
 	SnapshotOnSleep bool `json:"snapshotOnSleep"`
 	// Snapshot ("sha256-…") creates the sandbox from a snapshot (snapshots.go).
 	Snapshot string `json:"snapshot"`
+	// Runtime is the isolation runtime, "runc" or "gvisor"; empty: hutchd's default.
+	Runtime string `json:"runtime"`
 }
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
@@ -34,6 +36,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
+		Runtime: req.Runtime,
 	}, nil)
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")
