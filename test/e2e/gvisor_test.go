@@ -115,6 +115,29 @@ func TestGVisor(t *testing.T) {
 		}
 	})
 
+	t.Run("re-adopted after kill -9 of hutchd", func(t *testing.T) {
+		mustExec(t, sb, "nohup sleep 1000 >/dev/null 2>&1 &")
+		d.Kill9()
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := sb.Info(ctx); err != nil || info.Status != "running" || info.Runtime != "gvisor" {
+			t.Fatalf("after restart: %+v, %v; want running on gvisor", info, err)
+		}
+		if out := mustExec(t, sb, "pgrep -x sleep >/dev/null && echo kept"); out != "kept\n" {
+			t.Fatalf("process did not survive the restart: %q", out)
+		}
+	})
+
+	t.Run("sleep and wake", func(t *testing.T) {
+		if _, err := sb.Sleep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out := mustExec(t, sb, "cat /workspace/notes/hello.txt"); out != "héllo gvisor\n" {
+			t.Fatalf("after wake: %q", out)
+		}
+	})
+
 	t.Run("egress through hutchd", func(t *testing.T) {
 		out := mustExec(t, sb, "curl -sS --max-time 60 -o /dev/null -w '%{http_code}' https://proxy.golang.org/golang.org/x/term/@v/list")
 		if out != "200" {
