@@ -60,6 +60,8 @@ type SandboxInfo struct {
 	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
 	LastSnapshot      string `json:"lastSnapshot,omitempty"`
 	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
+	// Runtime is the isolation runtime the sandbox runs on: "runc" or "gvisor".
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call
@@ -93,6 +95,11 @@ type SandboxOptions struct {
 	// process runs; nil means allow-all. Forks and sandboxes started from a snapshot inherit
 	// their origin's policy when this is nil.
 	Egress *EgressPolicy
+	// Runtime is the isolation runtime: "runc" (containers sharing the host kernel) or
+	// "gvisor" (gVisor's user-space kernel: stronger isolation, slower system calls); empty
+	// means hutchd's default (its --runtime). Errors: INVALID_RUNTIME (ErrInvalidArgument) for
+	// another name, RUNTIME_NOT_AVAILABLE (ErrFailedPrecondition) when hutchd cannot run it.
+	Runtime string
 }
 
 // Sandbox is a handle on one sandbox of a Client. It holds no state besides its ID: every
@@ -122,6 +129,9 @@ type createSandboxRequest struct {
 	SnapshotOnSleep bool `json:"snapshotOnSleep,omitempty"`
 	// Egress: see SandboxOptions.
 	Egress *EgressPolicy `json:"egress,omitempty"`
+
+	// Runtime: see SandboxOptions.
+	Runtime string `json:"runtime,omitempty"`
 }
 
 // Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
@@ -145,6 +155,7 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 		req.Snapshot = opts.Snapshot
 		req.SnapshotOnSleep = opts.SnapshotOnSleep
 		req.Egress = opts.Egress
+		req.Runtime = opts.Runtime
 	}
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: "/v1/sandboxes", json: req})
 	if err != nil {

@@ -30,6 +30,12 @@ const (
 	CodeSandboxStartFailed Code = "SANDBOX_START_FAILED"
 	CodeAgentUnavailable   Code = "AGENT_UNAVAILABLE"
 
+	// Runtimes (issue 8). CodeInvalidRuntime: a runtime name hutch does not know (context:
+	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
+	// runsc is not installed); context: runtime, reason.
+	CodeInvalidRuntime      Code = "INVALID_RUNTIME"
+	CodeRuntimeNotAvailable Code = "RUNTIME_NOT_AVAILABLE"
+
 	// Sessions.
 	CodeSessionAlreadyExists Code = "SESSION_ALREADY_EXISTS"
 	CodeSessionNotFound      Code = "SESSION_NOT_FOUND"
@@ -154,6 +160,9 @@ var codes = map[Code]codeInfo{
 	CodeImageBuildFailed:   {ErrInternal, http.StatusInternalServerError},
 	CodeSandboxStartFailed: {ErrUnavailable, http.StatusServiceUnavailable},
 	CodeAgentUnavailable:   {ErrUnavailable, http.StatusServiceUnavailable},
+
+	CodeInvalidRuntime:      {ErrInvalidArgument, http.StatusBadRequest},
+	CodeRuntimeNotAvailable: {ErrFailedPrecondition, http.StatusServiceUnavailable},
 
 	CodeSessionAlreadyExists: {ErrAlreadyExists, http.StatusConflict},
 	CodeSessionNotFound:      {ErrNotFound, http.StatusNotFound},

@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 need=()
-for pair in runc:runc debootstrap:debootstrap nft:nftables ip:iproute2 git:git curl:curl unshare:util-linux ps:procps make:make chromium:chromium mkfs.ext4:e2fsprogs zstd:zstd tmux:tmux; do
+for pair in runc:runc debootstrap:debootstrap nft:nftables ip:iproute2 git:git curl:curl unshare:util-linux ps:procps make:make chromium:chromium mkfs.ext4:e2fsprogs zstd:zstd tmux:tmux runsc:runsc; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
 done

@@ -264,7 +264,9 @@ func Listen(path string) (net.Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen: %w", err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// gVisor refuses chmod on a socket it created in a host directory (--host-uds=create, see
+	// internal/runtime/runsc); there the directory hutchd made (0700) is the protection.
+	if err := os.Chmod(path, 0o600); err != nil && !errors.Is(err, fs.ErrPermission) {
 		ln.Close()
 		return nil, fmt.Errorf("agent: chmod socket: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 )
 
 func (a *app) createCommand() *cobra.Command {
-	var image, instanceType, snapshot string
+	var image, instanceType, snapshot, runtimeName string
 	var env []string
 	var sleepAfter time.Duration
 	var keepAlive, snapshotOnSleep bool
@@ -26,8 +26,8 @@ func (a *app) createCommand() *cobra.Command {
 		Use:   "create NAME",
 		Short: "Get or create a sandbox and start it",
 		Long: `Create sandbox NAME and start it, or start it if it exists. --image, --instance-type, --env,
---sleep-after, --keep-alive and --snapshot-on-sleep apply only when the sandbox is created
-('hutch set' changes the last three later).`,
+--sleep-after, --keep-alive, --snapshot-on-sleep and --runtime apply only when the sandbox is
+created ('hutch set' changes --sleep-after, --keep-alive and --snapshot-on-sleep later).`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			envVars, err := parseEnv(env)
@@ -44,6 +44,7 @@ func (a *app) createCommand() *cobra.Command {
 				// A given --sleep-after is sent as given: the server's validation error for
 				// 0 (or anything under 1s) reaches the user instead of the default applying.
 				SleepAfterSet: cmd.Flags().Changed("sleep-after"),
+				Runtime:       runtimeName,
 			})
 			if err != nil {
 				return err
@@ -64,6 +65,7 @@ func (a *app) createCommand() *cobra.Command {
 	fl.BoolVar(&keepAlive, "keep-alive", false, "never sleep when idle")
 	fl.BoolVar(&snapshotOnSleep, "snapshot-on-sleep", false, "snapshot the sandbox every time it sleeps ('hutch status' shows the last one)")
 	fl.StringVar(&snapshot, "snapshot", "", "create from this snapshot (sha256-…, from 'hutch snapshot'): its disk, image and settings")
+	fl.StringVar(&runtimeName, "runtime", "", `isolation runtime: "runc" or "gvisor" (default: hutchd's --runtime)`)
 	return cmd
 }
 
@@ -201,6 +203,9 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 	fmt.Fprintf(tw, "Status:\t%s\n", s.Status)
 	fmt.Fprintf(tw, "Image:\t%s\n", s.Image)
 	fmt.Fprintf(tw, "Instance type:\t%s\n", s.InstanceType)
+	if s.Runtime != "" {
+		fmt.Fprintf(tw, "Runtime:\t%s\n", s.Runtime)
+	}
 	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(s.CreatedAt))
 	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
 	fmt.Fprintf(tw, "Sleep after:\t%s\n", sleepSetting(*s))

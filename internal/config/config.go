@@ -35,6 +35,14 @@ type Config struct {
 	AgentBinary string `json:"agentBinary"`
 	// RuncBinary is the runc executable. Default "runc" on PATH.
 	RuncBinary string `json:"runcBinary"`
+	// Runtime is the isolation runtime of sandboxes created without one: "runc" (default) or
+	// "gvisor".
+	Runtime string `json:"runtime"`
+	// RunscBinary is gVisor's runsc executable. Default "runsc" on PATH; when it is missing,
+	// the gvisor runtime is unavailable (RUNTIME_NOT_AVAILABLE).
+	RunscBinary string `json:"runscBinary"`
+	// RunscPlatform is gVisor's platform: "ptrace" (default) or "kvm".
+	RunscPlatform string `json:"runscPlatform"`
 	// Subnet is cut into one /30 per sandbox. Default 10.88.0.0/16.
 	Subnet string `json:"subnet"`
 	// IfPrefix names the host side of each sandbox's veth (<prefix><slot>). Default "hsb".
@@ -166,6 +174,9 @@ func Defaults() Config {
 		Listen:           "127.0.0.1:7411",
 		AgentBinary:      filepath.Join(filepath.Dir(exe), "hutch-init"),
 		RuncBinary:       "runc",
+		Runtime:          "runc",
+		RunscBinary:      "runsc",
+		RunscPlatform:    "ptrace",
 		Subnet:           "10.88.0.0/16",
 		IfPrefix:         "hsb",
 		NSPrefix:         "hutch-",
@@ -201,6 +212,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	images := fs.String("images-dir", "", "image directory (env HUTCH_IMAGES_DIR; default <state-dir>/images)")
 	agent := fs.String("agent-binary", "", "hutch-init binary (env HUTCH_AGENT_BINARY)")
 	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
+	rtName := fs.String("runtime", "", `isolation runtime of sandboxes created without one: "runc" or "gvisor" (env HUTCH_RUNTIME; default runc)`)
+	runsc := fs.String("runsc", "", "gVisor runsc binary (env HUTCH_RUNSC; default runsc)")
+	runscPlatform := fs.String("runsc-platform", "", `gVisor platform, "ptrace" or "kvm" (env HUTCH_RUNSC_PLATFORM; default ptrace)`)
 	subnet := fs.String("subnet", "", "sandbox subnet (env HUTCH_SUBNET)")
 	ifPrefix := fs.String("if-prefix", "", "host veth name prefix (env HUTCH_IF_PREFIX)")
 	nsPrefix := fs.String("netns-prefix", "", "network namespace name prefix (env HUTCH_NETNS_PREFIX)")
@@ -277,6 +291,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.ImagesDir, *images, "HUTCH_IMAGES_DIR")
 	pick(&c.AgentBinary, *agent, "HUTCH_AGENT_BINARY")
 	pick(&c.RuncBinary, *runc, "HUTCH_RUNC")
+	pick(&c.Runtime, *rtName, "HUTCH_RUNTIME")
+	pick(&c.RunscBinary, *runsc, "HUTCH_RUNSC")
+	pick(&c.RunscPlatform, *runscPlatform, "HUTCH_RUNSC_PLATFORM")
 	pick(&c.Subnet, *subnet, "HUTCH_SUBNET")
 	pick(&c.IfPrefix, *ifPrefix, "HUTCH_IF_PREFIX")
 	pick(&c.NSPrefix, *nsPrefix, "HUTCH_NETNS_PREFIX")
@@ -423,6 +440,12 @@ func (c Config) Validate() error {
 	}
 	if c.IfPrefix == "" || len(c.IfPrefix) > 8 {
 		bad("interface prefix %q must be 1-8 characters", c.IfPrefix)
+	}
+	if c.Runtime != "runc" && c.Runtime != "gvisor" {
+		bad("runtime %q: want runc or gvisor", c.Runtime)
+	}
+	if c.RunscPlatform != "ptrace" && c.RunscPlatform != "kvm" {
+		bad("runsc platform %q: want ptrace or kvm", c.RunscPlatform)
 	}
 	if c.NSPrefix == "" || c.NftTable == "" || c.CgroupParent == "" {
 		bad("netns prefix, nft table and cgroup parent must be set")

@@ -144,6 +144,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
+	if err := setupRuntimes(cfg, mgr, log); err != nil {
+		return err
+	}
 
 	bk, blobs, err := openBackups(ctx, cfg, st, mgr, log.With("component", "backup"))
 	if err != nil {

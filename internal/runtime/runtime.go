@@ -1,5 +1,5 @@
 // Package runtime is the contract between hutchd's sandbox manager and an isolation backend
-// (runc today; gVisor and checkpoint/restore later).
+// (runc, and gVisor's runsc).
 //
 // Vocabulary: a container is one sandbox's running instance. Its ID is the sandbox ID. The
 // backend receives a fully resolved Spec: the root filesystem is already mounted (overlayfs, see
@@ -115,4 +115,15 @@ type Pauser interface {
 	// Resume thaws a paused container. Errors: errdefs.ErrNotFound,
 	// errdefs.ErrFailedPrecondition (not paused).
 	Resume(ctx context.Context, id string) error
+}
+
+// HostSocketer is implemented by backends that cannot hand PID 1 inherited file descriptors
+// (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds. In such a
+// container a process can instead create a listening unix socket in a directory bind-mounted
+// from the host (Spec.Mounts), and host processes can connect to it; hutchd's agent listens
+// that way.
+type HostSocketer interface {
+	// HostSockets reports whether listening unix sockets created in bind mounts are reachable
+	// from the host (true for every implementation).
+	HostSockets() bool
 }

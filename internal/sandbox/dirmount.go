@@ -39,7 +39,8 @@ type TreeSource interface {
 func (m *Manager) SetTreeSource(t TreeSource) { m.trees.Store(&t) }
 
 // ErrMountsUnsupported is MountBackup's error when the sandbox cannot take a directory mount
-// (its root was mounted by an older hutchd without propagation); callers fall back to copying.
+// (its root was mounted by an older hutchd without propagation, or it runs on gVisor); callers
+// fall back to copying.
 var ErrMountsUnsupported = errors.New("sandbox cannot take directory mounts until it restarts")
 
 // MountBackup makes directory dir (absolute, clean, as the sandbox sees it) of sandbox id show
@@ -63,6 +64,11 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 	}
 	if err := m.ensureLocked(ctx, rec, nil); err != nil {
 		return "", err
+	}
+	// gVisor's gofer does not see host mounts made below the root after the start; a copy
+	// through the agent is the way (the mount is in place from the next start on otherwise).
+	if rec.Runtime == RuntimeGVisor {
+		return "", ErrMountsUnsupported
 	}
 	merged := filepath.Join(m.sandboxDir(id), "rootfs")
 	if shared, err := rootfs.IsShared(merged); err != nil {

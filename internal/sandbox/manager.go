@@ -126,6 +126,13 @@ type Manager struct {
 	// nil until SetEgressCredentials.
 	egressCreds atomic.Pointer[EgressCredentials]
 
+	// runtimes are the backends by name (runtimes.go), unavailable the known ones this host
+	// cannot run and why; defaultRuntime is the runtime of sandboxes created without one.
+	// Set before serving, read-only after.
+	runtimes       map[string]runtime.Runtime
+	unavailable    map[string]error
+	defaultRuntime string
+
 	agentPath string   // content-addressed copy of AgentBinary under StateDir
 	agentsDir *os.File // <StateDir>/agents, opened O_PATH: agent sockets live here
 
@@ -205,6 +212,13 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 		sleeping:   map[string]bool{},
 		stopReaper: make(chan struct{}),
 	}
+	m.runtimes = map[string]runtime.Runtime{}
+	m.unavailable = map[string]error{}
+	m.defaultRuntime = RuntimeRunc
+	if rt != nil { // nil only in tests that start no sandbox
+		m.runtimes[rt.Name()] = rt
+		m.defaultRuntime = rt.Name()
+	}
 	p, err := installAgent(cfg.StateDir, cfg.AgentBinary)
 	if err != nil {
 		return nil, err
@@ -279,6 +293,8 @@ type Info struct {
 	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
 	LastSnapshot      string `json:"lastSnapshot,omitempty"`
 	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
+	// Runtime is the isolation backend the sandbox runs on: "runc" or "gvisor".
+	Runtime string `json:"runtime"`
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {
@@ -288,6 +304,10 @@ func (m *Manager) info(rec store.Sandbox) Info {
 		LastError: rec.LastError, SleepAfter: FormatSleepAfter(rec.SleepAfter), KeepAlive: rec.KeepAlive,
 		Snapshot: rec.Snapshot, Layers: rec.Layers,
 		SnapshotOnSleep: rec.SnapshotOnSleep, LastSnapshot: rec.LastSnapshot, LastSnapshotError: rec.LastSnapshotError,
+		Runtime: rec.Runtime,
+	}
+	if in.Runtime == "" {
+		in.Runtime = RuntimeRunc
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt
@@ -321,6 +341,9 @@ type CreateOptions struct {
 	Layers    []string
 	Snapshot  string
 	ImageName string
+	// Runtime is the isolation backend ("runc", "gvisor"); "" means the manager's default
+	// (SetDefaultRuntime).
+	Runtime string
 }
 
 // GetOrCreate returns the sandbox with opts.ID, creating it if it does not exist, and makes sure
@@ -341,6 +364,13 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 		if err := ValidateSleepAfter(opts.SleepAfter); err != nil {
 			return Info{}, false, err
 		}
+	}
+	rtName := opts.Runtime
+	if rtName == "" {
+		rtName = m.defaultRuntime
+	}
+	if _, err := m.backend(rtName); err != nil {
+		return Info{}, false, err
 	}
 	unlock := m.lock(opts.ID)
 	defer unlock()
@@ -366,6 +396,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 			Layers: opts.Layers, Snapshot: opts.Snapshot,
 			EnvVars: opts.EnvVars, Status: store.StatusCreating,
 			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive, SnapshotOnSleep: opts.SnapshotOnSleep,
+			Runtime: rtName,
 		})
 		if err != nil {
 			return Info{}, false, err
@@ -507,6 +538,7 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	_ = os.Remove(m.agentSock(id))
+	_ = os.RemoveAll(m.agentSocketDir(id))
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("destroy %s: remove disk: %w", id, err)
 	}
@@ -568,12 +600,14 @@ func (m *Manager) Recheck(ctx context.Context, id string) bool {
 	if inst == nil {
 		return true // already stopped by someone else: the next Ensure starts it
 	}
-	if st, err := m.rt.State(ctx, id); err == nil && st.Status == runtime.StatusRunning && st.Pid == inst.pid {
-		return false
-	}
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return false
+	}
+	if rt, err := m.runtimeOf(rec); err == nil {
+		if st, err := rt.State(ctx, id); err == nil && st.Status == runtime.StatusRunning && st.Pid == inst.pid {
+			return false
+		}
 	}
 	m.log.WarnContext(ctx, "sandbox container is gone; marking stopped", "sandbox_id", id)
 	if err := m.teardown(ctx, rec, false); err != nil {

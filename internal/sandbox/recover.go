@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,13 +29,33 @@ func (m *Manager) Recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	states, err := m.rt.List(ctx)
-	if err != nil {
-		return fmt.Errorf("recover: list containers: %w", err)
-	}
+	// Every backend's containers; a container on another backend than its record names is
+	// not the sandbox's and is removed with those that have no record.
 	byID := map[string]runtime.State{}
-	for _, s := range states {
-		byID[s.ID] = s
+	owner := map[string]runtime.Runtime{}
+	var stray []ownedContainer
+	for _, name := range slices.Sorted(maps.Keys(m.runtimes)) {
+		rt := m.runtimes[name]
+		states, err := rt.List(ctx)
+		if err != nil {
+			return fmt.Errorf("recover: list %s containers: %w", name, err)
+		}
+		for _, s := range states {
+			if _, dup := owner[s.ID]; dup {
+				stray = append(stray, ownedContainer{s.ID, rt})
+				continue
+			}
+			byID[s.ID], owner[s.ID] = s, rt
+		}
+	}
+	for _, rec := range recs {
+		if rt, ok := owner[rec.ID]; ok {
+			if want, err := m.runtimeOf(rec); err != nil || want != rt {
+				stray = append(stray, ownedContainer{rec.ID, rt})
+				delete(byID, rec.ID)
+				delete(owner, rec.ID)
+			}
+		}
 	}
 	known := map[string]bool{}
 	keep := map[string]int{}
@@ -71,12 +93,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 	// Containers with no record: a create that crashed before its insert committed, or a
 	// record destroyed while hutchd was down.
 	for id := range byID {
-		if known[id] {
-			continue
+		if !known[id] {
+			stray = append(stray, ownedContainer{id, owner[id]})
 		}
-		m.log.WarnContext(ctx, "removing container without a record", "sandbox_id", id)
-		if err := m.rt.Delete(ctx, id, true); err != nil {
-			errs = append(errs, fmt.Errorf("recover: delete container %s: %w", id, err))
+	}
+	for _, c := range stray {
+		m.log.WarnContext(ctx, "removing container without a record", "sandbox_id", c.id, "runtime", c.rt.Name())
+		if err := c.rt.Delete(ctx, c.id, true); err != nil {
+			errs = append(errs, fmt.Errorf("recover: delete %s container %s: %w", c.rt.Name(), c.id, err))
 		}
 	}
 	// Mounts, namespaces and links that belong to no running sandbox.
@@ -100,6 +124,12 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.log.InfoContext(ctx, "recovered", "sandboxes", len(recs), "adopted", len(keep))
 	return errors.Join(errs...)
+}
+
+// ownedContainer is a container and the backend that runs it.
+type ownedContainer struct {
+	id string
+	rt runtime.Runtime
 }
 
 // adopt takes over a running sandbox left by an earlier hutchd. It reports false when the

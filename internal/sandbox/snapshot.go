@@ -87,9 +87,13 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	m.mu.RUnlock()
 	upper := filepath.Join(m.sandboxDir(id), "upper")
 	if inst != nil {
-		p, ok := m.rt.(runtime.Pauser)
+		rt, err := m.runtimeOf(rec)
+		if err != nil {
+			return err
+		}
+		p, ok := rt.(runtime.Pauser)
 		if !ok {
-			return errdefs.Newf(errdefs.CodeNotImplemented, "runtime %s cannot pause a running sandbox", m.rt.Name())
+			return errdefs.Newf(errdefs.CodeNotImplemented, "runtime %s cannot pause a running sandbox", rt.Name())
 		}
 		start := time.Now()
 		if err := p.Pause(ctx, id); err != nil {

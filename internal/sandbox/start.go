@@ -68,6 +68,10 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if err != nil {
 		return err
 	}
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		return err
+	}
 	img, err := m.images.Resolve(ctx, rec.Image, progress)
 	if err != nil {
 		return err
@@ -79,11 +83,26 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		}
 	}
 	// The agent's socket: made here, handed to hutch-init as fd 3, closed here after start.
-	listener, err := m.listenAgent(id)
-	if err != nil {
-		return err
+	// A backend that cannot hand it over (runtime.HostSocketer) gets a directory of the
+	// sandbox's own instead, in which hutch-init creates the socket (runtimes.go).
+	agentArgs := m.agentArgs()
+	var agentFiles []*os.File
+	var agentMounts []runtime.Mount
+	if hostSockets(rt) {
+		sockDir, err := m.prepareAgentSocketDir(id)
+		if err != nil {
+			return err
+		}
+		agentArgs = socketAgentArgs(agentArgs)
+		agentMounts = []runtime.Mount{{Source: sockDir, Destination: agentSocketMount}}
+	} else {
+		listener, err := m.listenAgent(id)
+		if err != nil {
+			return err
+		}
+		defer listener.Close()
+		agentFiles = []*os.File{listener}
 	}
-	defer listener.Close()
 
 	merged := filepath.Join(dir, "rootfs")
 	lower, err := m.lowerDirs(ctx, rec, img.RootFS)
@@ -128,7 +147,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		ID:        id,
 		RootFS:    merged,
 		Hostname:  id,
-		Args:      m.agentArgs(),
+		Args:      agentArgs,
 		Env:       withEgressEnv(sandboxEnv(id, rec.EnvVars), es),
 		Cwd:       "/",
 		NetNSPath: n.NSPath,
@@ -136,14 +155,16 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		LogPath:   filepath.Join(dir, "agent.log"),
 		Mounts: append([]runtime.Mount{
 			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
-		}, etc...),
-		ExtraFiles: []*os.File{listener},
+		}, append(agentMounts, etc...)...),
+		ExtraFiles: agentFiles,
 	}
-	st, err := m.rt.Start(ctx, spec)
+	st, err := rt.Start(ctx, spec)
 	if err != nil {
-		return fmt.Errorf("runtime %s: %w", m.rt.Name(), err)
+		return fmt.Errorf("runtime %s: %w", rt.Name(), err)
 	}
-	listener.Close() // the agent holds the only copy now: it dies with the agent
+	for _, f := range agentFiles {
+		f.Close() // the agent holds the only copy now: it dies with the agent
+	}
 	inst := newInstance(st.Pid, n, m.agentTransport(id), rec)
 	egressJoined = true
 	if err := <-egressDone; err != nil {
@@ -179,19 +200,23 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 		inst.transport.CloseIdleConnections()
 	}
 	var errs []error
-	if st, err := m.rt.State(ctx, id); err == nil {
+	rt, rtErr := m.runtimeOf(rec)
+	if rtErr != nil {
+		// Nothing can run on a backend this host lacks; the rest is still torn down.
+		m.log.WarnContext(ctx, "teardown without the sandbox's runtime", "sandbox_id", id, "err", rtErr)
+	} else if st, err := rt.State(ctx, id); err == nil {
 		if st.Status == runtime.StatusRunning {
-			_ = m.rt.Kill(ctx, id, syscall.SIGTERM, false)
+			_ = rt.Kill(ctx, id, syscall.SIGTERM, false)
 			deadline := time.Now().Add(m.cfg.StopGrace)
 			for time.Now().Before(deadline) {
-				s, err := m.rt.State(ctx, id)
+				s, err := rt.State(ctx, id)
 				if err != nil || s.Status != runtime.StatusRunning {
 					break
 				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		}
-		if err := m.rt.Delete(ctx, id, true); err != nil {
+		if err := rt.Delete(ctx, id, true); err != nil {
 			errs = append(errs, fmt.Errorf("delete container: %w", err))
 		}
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
@@ -321,11 +346,10 @@ func (m *Manager) listenAgent(id string) (*os.File, error) {
 
 // agentTransport returns an HTTP transport to id's agent socket.
 func (m *Manager) agentTransport(id string) *http.Transport {
-	sock := m.agentSock(id)
 	d := net.Dialer{Timeout: 5 * time.Second}
 	return &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "unix", sock)
+			return m.dialAgent(ctx, &d, id)
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,

@@ -22,6 +22,8 @@ type createRequest struct {
 	// Egress is the sandbox's egress policy, applied before its first process runs
 	// (handle_egress.go); ignored when the sandbox exists already.
 	Egress *policy.Spec `json:"egress"`
+	// Runtime is the isolation runtime, "runc" or "gvisor"; empty: hutchd's default.
+	Runtime string `json:"runtime"`
 }
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
@@ -43,6 +45,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
+		Runtime: req.Runtime,
 	}, nil)
 	if err == nil {
 		err = egressDone(r.Context(), true)

@@ -159,6 +159,7 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 	info, created, err := s.snapshots.CreateSandbox(r.Context(), sandbox.CreateOptions{
 		ID: req.ID, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
+		Runtime: req.Runtime,
 	}, req.Snapshot)
 	if err == nil {
 		err = egressDone(r.Context(), true)

@@ -70,6 +70,9 @@ type Sandbox struct {
 	SnapshotOnSleep   bool
 	LastSnapshot      string
 	LastSnapshotError string
+	// Runtime is the isolation backend the sandbox runs on ("runc", "gvisor"); Insert stores
+	// "runc" for "". Rows from before the column have "runc".
+	Runtime string
 }
 
 // Store is the SQLite metadata store. It is safe for concurrent use.
@@ -188,6 +191,8 @@ var migrations = []string{
 		created_at   INTEGER NOT NULL,
 		updated_at   INTEGER NOT NULL
 	 );`,
+	// 6: isolation runtime per sandbox (issue 8): "runc" or "gvisor".
+	`ALTER TABLE sandboxes ADD COLUMN runtime TEXT NOT NULL DEFAULT 'runc';`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -257,6 +262,9 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	now := time.Now().UTC()
 	sb.NetSlot = slot
 	sb.CreatedAt, sb.UpdatedAt = now, now
+	if sb.Runtime == "" {
+		sb.Runtime = "runc"
+	}
 	if sb.EnvVars == nil {
 		sb.EnvVars = map[string]string{}
 	}
@@ -272,11 +280,11 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 		return Sandbox{}, err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
-		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, runtime)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
 		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano(), sb.SleepAfter.Milliseconds(), sb.KeepAlive,
-		layers, sb.Snapshot, sb.SnapshotOnSleep)
+		layers, sb.Snapshot, sb.SnapshotOnSleep, sb.Runtime)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("store: insert %s: %w", sb.ID, err)
 	}
@@ -368,7 +376,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, last_snapshot, last_snapshot_error`
+const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, last_snapshot, last_snapshot_error, runtime`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -382,7 +390,7 @@ func scan(r scanner) (Sandbox, error) {
 	)
 	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
 		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot,
-		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError)
+		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError, &sb.Runtime)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, err

@@ -26,6 +26,10 @@
 //
 //	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
 //	go run ./test/bench -headline [-hn 3] [-type standard-1]
+//	go run ./test/bench -gvisor [-n 20] [-m 200] [-type standard-1]
+//
+// With -gvisor it compares sandboxes of the gvisor runtime with runc ones of the same hutchd
+// (create → first exec, exec round trip); see gvisor.go.
 package main
 
 import (
@@ -68,6 +72,7 @@ type config struct {
 	code         bool          // run the code interpreter benchmark (issue 6) instead
 	codeRefill   time.Duration // with -code: pause between create cycles (the pool refills)
 	hn           int           // iterations of the headline's cheap steps
+	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
 }
 
 func main() {
@@ -80,6 +85,7 @@ func main() {
 	flag.BoolVar(&cfg.headline, "headline", false, "run the lifecycle headline instead (npm ci, backup, restore, snapshot, fork 4; see headline.go)")
 	flag.BoolVar(&cfg.code, "code", false, "run the code interpreter benchmark instead (contexts: create + first run, runs; see code.go)")
 	flag.DurationVar(&cfg.codeRefill, "code-refill", 2*time.Second, "with -code: pause between create cycles, for the interpreter pool to refill (0: back to back)")
+	flag.BoolVar(&cfg.gvisor, "gvisor", false, "compare gVisor sandboxes with runc ones instead: create → first exec, exec round trip (see gvisor.go)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -93,6 +99,9 @@ func main() {
 	}
 	if cfg.code {
 		runMode = runCode
+	}
+	if cfg.gvisor {
+		runMode = runGVisor
 	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()

@@ -68,7 +68,11 @@ func Shim(argv []string, extraFDs int) int {
 	if len(argv) == 0 {
 		return fail("no command")
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+	// gVisor (runsc 20221219) lets only PID 1 be a subreaper and says EINVAL to others, which
+	// Linux never does: there the shim is a plain parent, and orphans of the command's tree go
+	// to hutch-init (PID 1), which reaps them; killing the command still reaches its process
+	// group and the descendants that stay below the shim.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
 		return fail("subreaper: %v", err)
 	}
 	// The agent shares the sandbox's CPU quota and memory limit with the commands. Commands

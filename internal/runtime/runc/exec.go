@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
 // Exec runs args in the running container with `runc exec` (PID 1's environment, working
@@ -58,7 +59,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 // PID 1's stdout and stderr go to spec.LogPath (empty: discarded). It is the baseline hutchd's
 // create→first-exec latency is benchmarked against.
 func (r *Runtime) RunOnce(ctx context.Context, spec runtime.Spec) (int, error) {
-	if err := checkSpec(spec); err != nil {
+	if err := ocispec.CheckSpec(spec); err != nil {
 		return -1, err
 	}
 	oci, err := r.BuildSpec(spec)

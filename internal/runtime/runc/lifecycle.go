@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
 // stateJSON is the subset of `runc state` / `runc list --format json` output we use.
@@ -38,7 +38,7 @@ func (s stateJSON) state() runtime.State {
 // and leaves it untouched; any other failure removes everything Start made (container, cgroup,
 // bundle) and its error carries runc's message.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, error) {
-	if err := checkSpec(spec); err != nil {
+	if err := ocispec.CheckSpec(spec); err != nil {
 		return runtime.State{}, err
 	}
 	oci, err := r.BuildSpec(spec)
@@ -68,25 +68,14 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		}
 		return runtime.State{}, err
 	}
-	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", describe(spec))
+	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	return st, nil
 }
 
 func (r *Runtime) writeBundle(id string, oci any) (string, error) {
 	bundle := r.bundle(id)
-	// A bundle without a container is a leftover of a crash; replace it.
-	if err := os.RemoveAll(bundle); err != nil {
-		return "", fmt.Errorf("runc: remove stale bundle: %w", err)
-	}
-	if err := os.MkdirAll(bundle, 0o700); err != nil {
+	if err := ocispec.WriteBundle(bundle, oci); err != nil {
 		return "", fmt.Errorf("runc: %w", err)
-	}
-	b, err := json.MarshalIndent(oci, "", "  ")
-	if err != nil {
-		return "", fmt.Errorf("runc: encode spec: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
-		return "", fmt.Errorf("runc: write spec: %w", err)
 	}
 	return bundle, nil
 }
@@ -248,58 +237,12 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 
 // CgroupDirs returns the host cgroup directories a container with this ID uses (whether or not
 // they exist): /sys/fs/cgroup/hutch/<id> on v2, /sys/fs/cgroup/<hierarchy>/hutch/<id> on v1.
-func (r *Runtime) CgroupDirs(id string) []string {
-	var dirs []string
-	for _, root := range r.host.cgroupRoots {
-		dirs = append(dirs, filepath.Join(root, r.cgroupPath(id)))
-	}
-	return dirs
-}
+func (r *Runtime) CgroupDirs(id string) []string { return r.spec.CgroupDirs(id) }
 
 // sweepCgroups kills whatever is left in the container's cgroups and removes them.
 func (r *Runtime) sweepCgroups(ctx context.Context, id string) error {
-	for _, dir := range r.CgroupDirs(id) {
-		if err := removeCgroup(ctx, dir); err != nil {
-			return fmt.Errorf("runc delete %s: %w", id, err)
-		}
-	}
-	return nil
-}
-
-// removeCgroup kills the processes of dir and its children and removes them, deepest first.
-func removeCgroup(ctx context.Context, dir string) error {
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	var dirs []string
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			dirs = append(dirs, p)
-		}
-		return nil
-	})
-	for i := len(dirs) - 1; i >= 0; i-- {
-		d := dirs[i]
-		for {
-			err := syscall.Rmdir(d)
-			if err == nil || errors.Is(err, syscall.ENOENT) {
-				break
-			}
-			if !errors.Is(err, syscall.EBUSY) {
-				return fmt.Errorf("remove cgroup %s: %w", d, err)
-			}
-			procs, _ := os.ReadFile(filepath.Join(d, "cgroup.procs"))
-			for _, f := range strings.Fields(string(procs)) {
-				if pid, err := strconv.Atoi(f); err == nil && pid > 0 {
-					_ = syscall.Kill(pid, syscall.SIGKILL)
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("remove cgroup %s: %w", d, ctx.Err())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+	if err := r.spec.SweepCgroups(ctx, id); err != nil {
+		return fmt.Errorf("runc delete %s: %w", id, err)
 	}
 	return nil
 }

@@ -11,7 +11,7 @@
 // → errdefs.ErrFailedPrecondition); anything else is errdefs.ErrInternal. The text is runc's,
 // an external tool's, so matching it is the only way to classify it.
 //
-// Isolation defaults (see spec.go and seccomp.go): namespaces pid, ipc, uts, mount, network,
+// Isolation defaults (the spec of internal/runtime/ocispec): namespaces pid, ipc, uts, mount, network,
 // cgroup; Docker's default capabilities minus NET_RAW; no_new_privs; a seccomp deny list; runc's
 // masked and read-only paths; cgroup limits at /hutch/<id> (cgroup v1 and v2).
 package runc
@@ -30,10 +30,11 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
 // Config configures a Runtime.
@@ -55,23 +56,12 @@ type Runtime struct {
 	binary    string
 	root      string
 	bundleDir string
-	// cgroupParent: see Config.CgroupParent.
-	cgroupParent string
-	log          *slog.Logger
-	host         hostInfo
+	// spec builds the OCI specs (host facts, cgroup parent: see Config.CgroupParent).
+	spec ocispec.Builder
+	log  *slog.Logger
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
-
-// hostInfo is what the generated spec depends on, probed once in New.
-type hostInfo struct {
-	cgroup2     bool     // unified hierarchy at /sys/fs/cgroup
-	memsw       bool     // v1 memory.memsw.* present (swap accounting)
-	cgroupNS    bool     // kernel has cgroup namespaces
-	ipv6        bool     // /proc/sys/net/ipv6 exists
-	nofile      uint64   // RLIMIT_NOFILE for PID 1 (never above our hard limit)
-	cgroupRoots []string // directories under which runc creates hutch/<id> cgroups
-}
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runc binary and probes the host
 // (cgroup version, swap accounting, cgroup namespaces, rlimits). log receives one line per
@@ -104,7 +94,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 			return nil, fmt.Errorf("runc: %w", err)
 		}
 	}
-	host, err := probeHost()
+	host, err := ocispec.ProbeHost()
 	if err != nil {
 		return nil, err
 	}
@@ -112,62 +102,22 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if parent == "" {
 		parent = "hutch"
 	}
-	if !idPattern.MatchString(parent) {
+	if ocispec.CheckID(parent) != nil {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
 	}
-	return &Runtime{binary: path, root: root, bundleDir: bundles, cgroupParent: parent, log: log, host: host}, nil
-}
-
-func probeHost() (hostInfo, error) {
-	var h hostInfo
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
-		return h, fmt.Errorf("runc: statfs /sys/fs/cgroup: %w", err)
-	}
-	h.cgroup2 = st.Type == unix.CGROUP2_SUPER_MAGIC
-	if h.cgroup2 {
-		h.cgroupRoots = []string{"/sys/fs/cgroup"}
-	} else {
-		_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
-		h.memsw = err == nil
-		entries, err := os.ReadDir("/sys/fs/cgroup")
-		if err != nil {
-			return h, fmt.Errorf("runc: %w", err)
-		}
-		for _, e := range entries {
-			if e.IsDir() { // symlinks (cpu -> cpu,cpuacct) are skipped
-				h.cgroupRoots = append(h.cgroupRoots, filepath.Join("/sys/fs/cgroup", e.Name()))
-			}
-		}
-	}
-	_, err := os.Stat("/proc/self/ns/cgroup")
-	h.cgroupNS = err == nil
-	_, err = os.Stat("/proc/sys/net/ipv6")
-	h.ipv6 = err == nil
-	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
-		return h, fmt.Errorf("runc: getrlimit: %w", err)
-	}
-	h.nofile = min(rl.Max, 1<<20)
-	return h, nil
+	return &Runtime{binary: path, root: root, bundleDir: bundles, spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log}, nil
 }
 
 // Name returns "runc".
 func (r *Runtime) Name() string { return "runc" }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+func checkID(id string) error { return ocispec.CheckID(id) }
 
-func checkID(id string) error {
-	if !idPattern.MatchString(id) {
-		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: invalid container id %q (want 1-63 of [a-z0-9-])", id)
-	}
-	return nil
-}
+// BuildSpec turns a runtime.Spec into the OCI spec written to the bundle (see
+// ocispec.Builder.Build).
+func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) { return r.spec.Build(s) }
 
 func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
-
-// cgroupPath is the cgroupsPath of every container, relative to each hierarchy's root.
-func (r *Runtime) cgroupPath(id string) string { return "/" + r.cgroupParent + "/" + id }
 
 // command builds a runc invocation with the global flags.
 func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {

@@ -23,6 +23,7 @@ import (
 	"github.com/hutchdev/hutch/internal/image/imagetest"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
 )
 
@@ -169,7 +170,7 @@ func TestContainerLifecycle(t *testing.T) {
 		}
 	}
 
-	wantCaps := fmt.Sprintf("%016x", capMask(runc.Capabilities))
+	wantCaps := fmt.Sprintf("%016x", capMask(ocispec.Capabilities))
 	checks := []struct {
 		name     string
 		args     []string

@@ -1,4 +1,4 @@
-package runc
+package ocispec
 
 import (
 	"fmt"
@@ -51,18 +51,18 @@ var allowedDevices = []struct {
 	{"c", 136, -1}, // /dev/pts/*
 }
 
-// BuildSpec turns a runtime.Spec into the OCI spec written to the bundle. Empty Hostname means
+// Build turns a runtime.Spec into the OCI spec written to the bundle. Empty Hostname means
 // the ID, empty Cwd means "/", and an Env without PATH gets a standard PATH. It fails with
 // errdefs.ErrInvalidArgument on a bad ID, relative paths or empty Args.
-func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
-	if err := checkID(s.ID); err != nil {
+func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
+	if err := CheckID(s.ID); err != nil {
 		return nil, err
 	}
 	if !filepath.IsAbs(s.RootFS) {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: rootfs %q is not absolute", s.RootFS)
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "oci spec: rootfs %q is not absolute", s.RootFS)
 	}
 	if len(s.Args) == 0 {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: empty args for container %s", s.ID)
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "oci spec: empty args for container %s", s.ID)
 	}
 	hostname := s.Hostname
 	if hostname == "" {
@@ -97,16 +97,16 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 				Permitted: caps,
 			},
 			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: r.host.nofile, Soft: r.host.nofile},
+				{Type: "RLIMIT_NOFILE", Hard: b.Host.NoFile, Soft: b.Host.NoFile},
 			},
 			NoNewPrivileges: true,
 		},
 		Hostname: hostname,
 		Mounts:   defaultMounts(),
 		Linux: &specs.Linux{
-			CgroupsPath: r.cgroupPath(s.ID),
-			Namespaces:  r.namespaces(s.NetNSPath),
-			Resources:   r.resources(s.Resources),
+			CgroupsPath: b.CgroupPath(s.ID),
+			Namespaces:  b.namespaces(s.NetNSPath),
+			Resources:   b.resources(s.Resources),
 			Seccomp:     DefaultSeccomp(),
 			MaskedPaths: []string{
 				"/proc/acpi",
@@ -130,7 +130,7 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 			},
 		},
 	}
-	if r.host.ipv6 {
+	if b.Host.IPv6 {
 		// Both cases of NetNSPath are private namespaces (hutch's own or a fresh one).
 		spec.Linux.Sysctl = map[string]string{
 			"net.ipv6.conf.all.disable_ipv6":     "1",
@@ -139,7 +139,7 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 	}
 	for _, m := range s.Mounts {
 		if !filepath.IsAbs(m.Source) || !filepath.IsAbs(m.Destination) {
-			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runc: mount %s -> %s: paths must be absolute", m.Source, m.Destination)
+			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "oci spec: mount %s -> %s: paths must be absolute", m.Source, m.Destination)
 		}
 		opts := []string{"rbind", "rprivate"}
 		if m.ReadOnly {
@@ -164,7 +164,7 @@ func defaultMounts() []specs.Mount {
 	}
 }
 
-func (r *Runtime) namespaces(netns string) []specs.LinuxNamespace {
+func (b Builder) namespaces(netns string) []specs.LinuxNamespace {
 	ns := []specs.LinuxNamespace{
 		{Type: specs.PIDNamespace},
 		{Type: specs.IPCNamespace},
@@ -172,13 +172,13 @@ func (r *Runtime) namespaces(netns string) []specs.LinuxNamespace {
 		{Type: specs.MountNamespace},
 		{Type: specs.NetworkNamespace, Path: netns},
 	}
-	if r.host.cgroupNS {
+	if b.Host.CgroupNS {
 		ns = append(ns, specs.LinuxNamespace{Type: specs.CgroupNamespace})
 	}
 	return ns
 }
 
-func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
+func (b Builder) resources(res runtime.Resources) *specs.LinuxResources {
 	out := &specs.LinuxResources{
 		Devices: []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"}},
 	}
@@ -200,11 +200,11 @@ func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
 		out.Memory = &specs.LinuxMemory{Limit: &limit}
 		// Memory+swap = memory: no swap. On v2 runc writes memory.swap.max=0 and tolerates a
 		// kernel without swap accounting; on v1 the file must exist.
-		if r.host.cgroup2 || r.host.memsw {
+		if b.Host.Cgroup2 || b.Host.MemSwap {
 			swap := limit
 			out.Memory.Swap = &swap
 		}
-		if !r.host.cgroup2 {
+		if !b.Host.Cgroup2 {
 			swappiness := uint64(0)
 			out.Memory.Swappiness = &swappiness
 		}
@@ -215,18 +215,19 @@ func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
 	return out
 }
 
-// checkSpec validates the parts of a spec that BuildSpec does not.
-func checkSpec(s runtime.Spec) error {
+// CheckSpec validates the parts of a spec that Build does not (log path, limits); errors are
+// errdefs.ErrInvalidArgument.
+func CheckSpec(s runtime.Spec) error {
 	if s.LogPath != "" && !filepath.IsAbs(s.LogPath) {
-		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: log path %q is not absolute", s.LogPath)
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "oci spec: log path %q is not absolute", s.LogPath)
 	}
 	if s.Resources.MilliCPU < 0 || s.Resources.MemoryBytes < 0 || s.Resources.Pids < 0 {
-		return errdefs.Newf(errdefs.CodeInvalidArgument, "runc: negative resource limit %+v", s.Resources)
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "oci spec: negative resource limit %+v", s.Resources)
 	}
 	return nil
 }
 
-// describe is a one-line summary for logs.
-func describe(s runtime.Spec) string {
+// Describe is a one-line summary of s's limits and network for logs.
+func Describe(s runtime.Spec) string {
 	return fmt.Sprintf("cpu=%dm mem=%d pids=%d netns=%q", s.Resources.MilliCPU, s.Resources.MemoryBytes, s.Resources.Pids, s.NetNSPath)
 }

@@ -1,4 +1,4 @@
-package runc
+package ocispec
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime"
 )
 
-func testRuntime(h hostInfo) *Runtime { return &Runtime{host: h, cgroupParent: "hutch"} }
+func testRuntime(h Host) Builder { return Builder{Host: h, CgroupParent: "hutch"} }
 
 func TestBuildSpec(t *testing.T) {
-	r := testRuntime(hostInfo{memsw: true, cgroupNS: true, ipv6: true, nofile: 4096})
-	spec, err := r.BuildSpec(runtime.Spec{
+	r := testRuntime(Host{MemSwap: true, CgroupNS: true, IPv6: true, NoFile: 4096})
+	spec, err := r.Build(runtime.Spec{
 		ID:        "abc-1",
 		RootFS:    "/var/lib/hutch/sandboxes/abc-1/merged",
 		Args:      []string{"/hutch-init", "--serve"},
@@ -93,7 +93,7 @@ func TestBuildSpec(t *testing.T) {
 
 func TestBuildSpecHostVariants(t *testing.T) {
 	// cgroup v2: swap always set (runc tolerates missing swap accounting), no swappiness.
-	spec, err := testRuntime(hostInfo{cgroup2: true, nofile: 1024}).BuildSpec(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}, Resources: runtime.Resources{MemoryBytes: 1 << 30}})
+	spec, err := testRuntime(Host{Cgroup2: true, NoFile: 1024}).Build(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}, Resources: runtime.Resources{MemoryBytes: 1 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,14 +109,14 @@ func TestBuildSpecHostVariants(t *testing.T) {
 		}
 	}
 	// cgroup v1 without swap accounting: no memory+swap limit.
-	spec, _ = testRuntime(hostInfo{nofile: 1024}).BuildSpec(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}, Resources: runtime.Resources{MemoryBytes: 1 << 30}})
+	spec, _ = testRuntime(Host{NoFile: 1024}).Build(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}, Resources: runtime.Resources{MemoryBytes: 1 << 30}})
 	if spec.Linux.Resources.Memory.Swap != nil {
 		t.Error("swap limit set without memsw")
 	}
 }
 
 func TestBuildSpecRejects(t *testing.T) {
-	r := testRuntime(hostInfo{nofile: 1024})
+	r := testRuntime(Host{NoFile: 1024})
 	ok := runtime.Spec{ID: "ok", RootFS: "/r", Args: []string{"sh"}}
 	for name, mod := range map[string]func(*runtime.Spec){
 		"uppercase id":   func(s *runtime.Spec) { s.ID = "Bad" },
@@ -128,34 +128,12 @@ func TestBuildSpecRejects(t *testing.T) {
 	} {
 		s := ok
 		mod(&s)
-		if _, err := r.BuildSpec(s); !errors.Is(err, errdefs.ErrInvalidArgument) {
+		if _, err := r.Build(s); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if err := checkSpec(runtime.Spec{LogPath: "rel"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
+	if err := CheckSpec(runtime.Spec{LogPath: "rel"}); !errors.Is(err, errdefs.ErrInvalidArgument) {
 		t.Errorf("relative log path: %v", err)
-	}
-}
-
-func TestRuncError(t *testing.T) {
-	cause := errors.New("exit status 1")
-	for _, tc := range []struct {
-		stderr string
-		want   error
-	}{
-		{`time="2026-11-29T19:54:32Z" level=error msg="container does not exist"`, errdefs.ErrNotFound},
-		{`{"level":"error","msg":"container with given ID already exists","time":"x"}`, errdefs.ErrAlreadyExists},
-		{`time="x" level=error msg="cannot delete container abc that is not stopped: running"`, errdefs.ErrFailedPrecondition},
-		{`time="x" level=error msg="container not running"`, errdefs.ErrFailedPrecondition},
-		{"something odd\n", errdefs.ErrInternal},
-	} {
-		err := runcError("op", "abc", cause, tc.stderr)
-		if !errors.Is(err, tc.want) || !errors.Is(err, cause) {
-			t.Errorf("%q: %v, want class %v", tc.stderr, err, tc.want)
-		}
-	}
-	if got := lastErrorLine(`time="x" level=error msg="quote \"q\" here"` + "\n\n"); got != `quote "q" here` {
-		t.Errorf("lastErrorLine = %q", got)
 	}
 }
 

@@ -1,4 +1,4 @@
-package runc
+package ocispec
 
 import (
 	goruntime "runtime"

@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/config"
+	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/sandbox"
+)
+
+// setupRuntimes adds the gVisor backend to mgr when runsc is installed (else records why it is
+// not: sandboxes asking for it get RUNTIME_NOT_AVAILABLE) and sets the default runtime. A
+// default runtime that cannot run here is an error: hutchd does not start.
+func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, log *slog.Logger) error {
+	rt, err := runsc.New(runsc.Config{
+		Binary:       cfg.RunscBinary,
+		Root:         filepath.Join(cfg.StateDir, "runsc"),
+		BundleDir:    filepath.Join(cfg.StateDir, "bundles-runsc"),
+		CgroupParent: cfg.CgroupParent,
+		Platform:     cfg.RunscPlatform,
+	}, log.With("component", "runsc"))
+	switch {
+	case err == nil:
+		mgr.AddRuntime(rt)
+		log.Info("gvisor runtime available", "platform", cfg.RunscPlatform)
+	case errors.Is(err, errdefs.ErrUnavailable):
+		mgr.SetRuntimeUnavailable(sandbox.RuntimeGVisor, err)
+		log.Info("gvisor runtime not available", "reason", err)
+	default:
+		return fmt.Errorf("gvisor runtime: %w", err)
+	}
+	if err := mgr.SetDefaultRuntime(cfg.Runtime); err != nil {
+		return fmt.Errorf("--runtime %s: %w", cfg.Runtime, err)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+// Package ocispec builds the OCI runtime spec (config.json) that hutch's OCI backends (runc,
+// runsc) run a runtime.Spec with, and owns what that spec depends on: the host facts probed
+// once (cgroup version, swap accounting, namespaces, rlimits), the container ID rule, the
+// cgroup layout (<hierarchy>/<parent>/<id>) and its removal, and the bundle directory.
+//
+// Both backends run the same spec, so a sandbox gets the same capabilities, mounts, limits and
+// namespaces whichever backend runs it; backend-specific choices (runsc's flags) stay in the
+// backend's package.
+package ocispec
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// Host is what the generated spec depends on, probed once with ProbeHost.
+type Host struct {
+	Cgroup2     bool     // unified hierarchy at /sys/fs/cgroup
+	MemSwap     bool     // v1 memory.memsw.* present (swap accounting)
+	CgroupNS    bool     // kernel has cgroup namespaces
+	IPv6        bool     // /proc/sys/net/ipv6 exists
+	NoFile      uint64   // RLIMIT_NOFILE for PID 1 (never above our hard limit)
+	CgroupRoots []string // directories under which containers' <parent>/<id> cgroups live
+}
+
+// ProbeHost reads the host facts of Host from /sys/fs/cgroup, /proc and our rlimits.
+func ProbeHost() (Host, error) {
+	var h Host
+	var st unix.Statfs_t
+	if err := unix.Statfs("/sys/fs/cgroup", &st); err != nil {
+		return h, fmt.Errorf("oci spec: statfs /sys/fs/cgroup: %w", err)
+	}
+	h.Cgroup2 = st.Type == unix.CGROUP2_SUPER_MAGIC
+	if h.Cgroup2 {
+		h.CgroupRoots = []string{"/sys/fs/cgroup"}
+	} else {
+		_, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes")
+		h.MemSwap = err == nil
+		entries, err := os.ReadDir("/sys/fs/cgroup")
+		if err != nil {
+			return h, fmt.Errorf("oci spec: %w", err)
+		}
+		for _, e := range entries {
+			if e.IsDir() { // symlinks (cpu -> cpu,cpuacct) are skipped
+				h.CgroupRoots = append(h.CgroupRoots, filepath.Join("/sys/fs/cgroup", e.Name()))
+			}
+		}
+	}
+	_, err := os.Stat("/proc/self/ns/cgroup")
+	h.CgroupNS = err == nil
+	_, err = os.Stat("/proc/sys/net/ipv6")
+	h.IPv6 = err == nil
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
+		return h, fmt.Errorf("oci spec: getrlimit: %w", err)
+	}
+	h.NoFile = min(rl.Max, 1<<20)
+	return h, nil
+}
+
+// Builder turns runtime.Specs into OCI specs for one host and cgroup parent.
+type Builder struct {
+	Host Host
+	// CgroupParent is the cgroup (below each hierarchy's root) holding one cgroup per
+	// container, e.g. "hutch"; it must pass CheckID.
+	CgroupParent string
+}
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// CheckID fails with errdefs.ErrInvalidArgument unless id is 1–63 of [a-z0-9-] starting with a
+// letter or digit (a container ID, or a cgroup parent name).
+func CheckID(id string) error {
+	if !idPattern.MatchString(id) {
+		return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid container id %q (want 1-63 of [a-z0-9-])", id)
+	}
+	return nil
+}
+
+// CgroupPath is the spec's cgroupsPath of container id, relative to each hierarchy's root:
+// "/<parent>/<id>".
+func (b Builder) CgroupPath(id string) string { return "/" + b.CgroupParent + "/" + id }
+
+// CgroupDirs returns the host cgroup directories container id uses (whether or not they
+// exist): /sys/fs/cgroup/<parent>/<id> on v2, /sys/fs/cgroup/<hierarchy>/<parent>/<id> on v1.
+func (b Builder) CgroupDirs(id string) []string {
+	var dirs []string
+	for _, root := range b.Host.CgroupRoots {
+		dirs = append(dirs, filepath.Join(root, b.CgroupPath(id)))
+	}
+	return dirs
+}
+
+// WriteBundle (re)creates the bundle directory dir (0700) with config.json holding spec. A
+// directory left by an earlier crash is replaced.
+func WriteBundle(dir string, spec any) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove stale bundle: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("bundle: %w", err)
+	}
+	b, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode spec: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("write spec: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+// Package runsc is the gVisor backend of internal/runtime: it runs the same OCI spec as the runc
+// backend (internal/runtime/ocispec) under runsc, gVisor's runtime, whose Sentry implements the
+// Linux system call interface in user space, so code in the sandbox never talks to the host
+// kernel directly. Its name as a runtime is "gvisor".
+//
+// runsc flags (the same on every invocation; see the "gVisor runtime" section of
+// docs/ARCHITECTURE.md for why):
+//
+//   - --platform=ptrace (Config.Platform): the Sentry intercepts system calls with ptrace. The
+//     kvm platform hangs under nested virtualisation.
+//   - --network=host, with the sandbox's network namespace in the spec's linux.namespaces: the
+//     Sentry and its gofer join that namespace (runsc is not run inside it), and the Sentry's
+//     sockets are host sockets of that namespace. Loopback dials from hutchd (preview URLs), the
+//     DNS and proxy redirects of internal/egress and the namespace's firewall then apply exactly
+//     as they do to runc containers. --network=sandbox (gVisor's own netstack) cannot work with
+//     this runsc on current kernels: it takes any namespace in which
+//     /proc/sys/net/core/rmem_default exists for the host's root namespace, and since Linux 6.x
+//     that file exists in every namespace ("cannot run with network enabled in root network
+//     namespace").
+//   - --host-uds=create: a process in the sandbox may create a listening unix socket in a
+//     bind-mounted host directory, which host processes can connect to. runsc cannot hand PID 1
+//     an inherited socket (no --preserve-fds), so hutch-init listens this way (the Runtime
+//     implements runtime.HostSocketer; Start refuses Spec.ExtraFiles).
+//   - --file-access=shared: the Sentry caches no file data or metadata of the root file system
+//     and writes through at once, because hutchd reads the sandbox's disk from the host while it
+//     runs (backups, snapshots, the flush before sleep).
+//
+// All container state lives in runsc's own state directory (Config.Root) and in the bundles; a
+// Runtime keeps none in memory. Errors from runsc are classified by its stderr text ("does not
+// exist" → errdefs.ErrNotFound, "already exists" → errdefs.ErrAlreadyExists, "not running",
+// "is paused", … → errdefs.ErrFailedPrecondition); anything else is errdefs.ErrInternal.
+package runsc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
+)
+
+// Name is the runtime name of this backend ("gvisor"), as sandboxes and hutchd's --runtime
+// flag spell it.
+const Name = "gvisor"
+
+// Config configures a Runtime.
+type Config struct {
+	// Binary is the runsc executable: a path, or a name looked up on PATH. Empty means "runsc".
+	Binary string
+	// Root is runsc's state directory (runsc --root), e.g. <stateDir>/runsc. Required.
+	Root string
+	// BundleDir holds one bundle directory per container (<BundleDir>/<id>/config.json).
+	// Required; it must not be the runc backend's.
+	BundleDir string
+	// CgroupParent is the cgroup (below each hierarchy's root) that holds one cgroup per
+	// container; default "hutch". The runc backend of the same hutchd may share it (container
+	// IDs are unique across backends).
+	CgroupParent string
+	// Platform is gVisor's platform: "ptrace" (default) or "kvm".
+	Platform string
+}
+
+// Runtime drives runsc. It is safe for concurrent use on different container IDs.
+type Runtime struct {
+	binary    string
+	root      string
+	bundleDir string
+	platform  string
+	spec      ocispec.Builder
+	log       *slog.Logger
+}
+
+var (
+	_ runtime.Runtime      = (*Runtime)(nil)
+	_ runtime.Pauser       = (*Runtime)(nil)
+	_ runtime.HostSocketer = (*Runtime)(nil)
+)
+
+// New checks cfg, creates Root and BundleDir (0700), finds the runsc binary and probes the
+// host. A missing binary gives errdefs.ErrUnavailable (code UNAVAILABLE); bad fields give
+// errdefs.ErrInvalidArgument. log receives one line per container operation.
+func New(cfg Config, log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Root == "" || cfg.BundleDir == "" {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: Root and BundleDir are required")
+	}
+	platform := cfg.Platform
+	if platform == "" {
+		platform = "ptrace"
+	}
+	if platform != "ptrace" && platform != "kvm" {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: platform %q: want ptrace or kvm", platform)
+	}
+	bin := cfg.Binary
+	if bin == "" {
+		bin = "runsc"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, errdefs.Newf(errdefs.CodeUnavailable, "runsc: binary %q not found (apt-get install runsc): %w", bin, err)
+	}
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("runsc: %w", err)
+	}
+	bundles, err := filepath.Abs(cfg.BundleDir)
+	if err != nil {
+		return nil, fmt.Errorf("runsc: %w", err)
+	}
+	for _, d := range []string{root, bundles} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("runsc: %w", err)
+		}
+	}
+	host, err := ocispec.ProbeHost()
+	if err != nil {
+		return nil, err
+	}
+	parent := cfg.CgroupParent
+	if parent == "" {
+		parent = "hutch"
+	}
+	if ocispec.CheckID(parent) != nil {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
+	}
+	return &Runtime{
+		binary: path, root: root, bundleDir: bundles, platform: platform,
+		spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
+	}, nil
+}
+
+// Name returns "gvisor".
+func (r *Runtime) Name() string { return Name }
+
+// HostSockets returns true: see runtime.HostSocketer and --host-uds=create above.
+func (r *Runtime) HostSockets() bool { return true }
+
+// BuildSpec turns a runtime.Spec into the OCI spec written to the bundle: ocispec's, without
+// the parts runsc rejects or does not apply (see adapt).
+func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
+	spec, err := r.spec.Build(s)
+	if err != nil {
+		return nil, err
+	}
+	adapt(spec)
+	return spec, nil
+}
+
+// adapt changes the shared spec for runsc. The Sentry provides its own /proc, /sys, /dev,
+// devpts and cgroupfs and is the only process that talks to the host kernel, so:
+//   - the host seccomp profile is not loaded into the Sentry's user-space kernel (runsc applies
+//     OCI seccomp only with --oci-seccomp; gVisor's own filters guard the host);
+//   - sysctls are host kernel settings runsc does not support (IPv6 in the namespace is off
+//     already: the namespace has no IPv6 addresses and the egress firewall drops IPv6);
+//   - the device cgroup rules stay (runsc applies them to its own processes).
+func adapt(spec *specs.Spec) {
+	spec.Linux.Seccomp = nil
+	spec.Linux.Sysctl = nil
+}
+
+func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
+
+// command builds a runsc invocation with the global flags.
+func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
+	global := []string{
+		"--root", r.root,
+		"--platform", r.platform,
+		"--network", "host",
+		"--host-uds", "create",
+		"--file-access", "shared",
+	}
+	cmd := exec.CommandContext(ctx, r.binary, append(global, args...)...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
+}
+
+// runscError is runsc's stderr for a failed invocation, classified.
+func runscError(op, id string, err error, stderr string) error {
+	msg := lastLine(stderr)
+	if msg == "" {
+		msg = err.Error()
+	}
+	class := errdefs.ErrInternal
+	switch low := strings.ToLower(msg); {
+	case strings.Contains(low, "does not exist"), strings.Contains(low, "no such file"):
+		class = errdefs.ErrNotFound
+	case strings.Contains(low, "already exists"):
+		class = errdefs.ErrAlreadyExists
+	case strings.Contains(low, "not running"), strings.Contains(low, "is not paused"),
+		strings.Contains(low, "is paused"), strings.Contains(low, "cannot pause"),
+		strings.Contains(low, "cannot resume"), strings.Contains(low, "not stopped"),
+		strings.Contains(low, "invalid state"):
+		class = errdefs.ErrFailedPrecondition
+	}
+	return fmt.Errorf("runsc %s %s: %s: %w", op, id, msg, errors.Join(class, err))
+}
+
+// lastLine is the last non-empty line of s, trimmed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// runSimple runs a short runsc command, returning stdout, or a classified error.
+func (r *Runtime) runSimple(ctx context.Context, op, id string, args ...string) ([]byte, error) {
+	cmd := r.command(ctx, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("runsc %s %s: %w", op, id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+		}
+		return nil, runscError(op, id, err, stderr.String())
+	}
+	return stdout.Bytes(), nil
+}
+
+// exitCode returns the exit status of a finished command, or -1 when it did not exit normally.
+// A process killed by signal N reports 128+N, as a shell does.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return -1
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ee.ExitCode()
+}

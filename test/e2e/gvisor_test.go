@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// TestGVisor runs a representative part of every earlier issue on a sandbox of the gvisor
+// runtime: exec, files, a background process behind a preview URL, a terminal, a watch, a
+// Python code context, and egress through hutchd's proxy to a real host. It skips when runsc
+// is not installed.
+func TestGVisor(t *testing.T) {
+	requireEnv(t)
+	if !have("runsc") {
+		t.Skip("runsc is not installed (apt-get install runsc)")
+	}
+	ctx := ctxT(t, 15*time.Minute)
+	c := d.Client()
+
+	t.Run("unknown runtime refused", func(t *testing.T) {
+		_, err := c.Sandbox(ctx, "e2e-gv-bad", &client.SandboxOptions{Runtime: "kata"})
+		var e *errdefs.Error
+		if !errors.As(err, &e) || e.Code != errdefs.CodeInvalidRuntime {
+			t.Fatalf("create with runtime kata = %v; want INVALID_RUNTIME", err)
+		}
+		if _, err := c.SandboxHandle("e2e-gv-bad").Info(ctx); !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {
+			t.Fatalf("refused sandbox exists: %v", err)
+		}
+	})
+
+	sb := sandbox(t, "e2e-gvisor", &client.SandboxOptions{Runtime: "gvisor"})
+	info, err := sb.Info(ctx)
+	if err != nil || info.Runtime != "gvisor" {
+		t.Fatalf("Info = %+v, %v; want runtime gvisor", info, err)
+	}
+
+	t.Run("exec runs under gVisor", func(t *testing.T) {
+		if out := mustExec(t, sb, "dmesg | head -1; echo $((6*7))"); !strings.Contains(out, "gVisor") || !strings.Contains(out, "42") {
+			t.Fatalf("exec output %q; want gVisor's kernel log and 42", out)
+		}
+		res, err := sb.Exec(ctx, "echo err >&2; exit 3", nil)
+		if err != nil || res.ExitCode != 3 || string(res.Stderr) != "err\n" {
+			t.Fatalf("Exec = %+v, %v", res, err)
+		}
+	})
+
+	t.Run("files", func(t *testing.T) {
+		if err := sb.WriteFile(ctx, "notes/hello.txt", []byte("héllo gvisor\n")); err != nil {
+			t.Fatal(err)
+		}
+		got, err := sb.ReadFile(ctx, "/workspace/notes/hello.txt")
+		if err != nil || string(got.Content) != "héllo gvisor\n" {
+			t.Fatalf("ReadFile = %+v, %v", got, err)
+		}
+		if out := mustExec(t, sb, "cat /workspace/notes/hello.txt"); out != "héllo gvisor\n" {
+			t.Fatalf("cat = %q", out)
+		}
+	})
+
+	t.Run("process, exposed port and preview URL", func(t *testing.T) {
+		p, err := sb.StartProcess(ctx, "python3 -m http.server 5173 --bind 127.0.0.1", client.ProcessOptions{ID: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Kill(ctx, 0)
+		if _, err := p.WaitForPort(ctx, 5173, client.PortWaitOptions{Mode: "http", Timeout: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		ep, err := sb.ExposePort(ctx, 5173, client.ExposeOptions{Name: "web"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := previewHTTP().Get(ep.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("Directory listing")) {
+			t.Fatalf("GET %s = %d %q", ep.URL, resp.StatusCode, body[:min(len(body), 200)])
+		}
+	})
+
+	t.Run("terminal", func(t *testing.T) {
+		_, r := openTerminal(t, sb, "gv1", client.TerminalOptions{Cols: 80, Rows: 24})
+		r.send("stty size; echo pty-$((40+2))\n")
+		r.until("24 80")
+		r.until("pty-42")
+	})
+
+	t.Run("watch", func(t *testing.T) {
+		mustExec(t, sb, "mkdir -p /workspace/watched")
+		_, ch := openWatch(t, sb, "/workspace/watched", client.WatchOptions{})
+		mustExec(t, sb, "echo x > /workspace/watched/new.txt")
+		until(t, ch, isEvent(client.WatchCreate, "/workspace/watched/new.txt"))
+	})
+
+	t.Run("python code context", func(t *testing.T) {
+		cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguagePython})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runOK(t, sb, cc.ID, "x = 6 * 7")
+		out := runOK(t, sb, cc.ID, "x")
+		if len(out.Results) == 0 || out.Results[0].Text != "42" {
+			t.Fatalf("x = %+v; want 42", out.Results)
+		}
+	})
+
+	t.Run("re-adopted after kill -9 of hutchd", func(t *testing.T) {
+		mustExec(t, sb, "nohup sleep 1000 >/dev/null 2>&1 &")
+		d.Kill9()
+		if err := d.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := sb.Info(ctx); err != nil || info.Status != "running" || info.Runtime != "gvisor" {
+			t.Fatalf("after restart: %+v, %v; want running on gvisor", info, err)
+		}
+		if out := mustExec(t, sb, "pgrep -x sleep >/dev/null && echo kept"); out != "kept\n" {
+			t.Fatalf("process did not survive the restart: %q", out)
+		}
+	})
+
+	t.Run("sleep and wake", func(t *testing.T) {
+		if _, err := sb.Sleep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if out := mustExec(t, sb, "cat /workspace/notes/hello.txt"); out != "héllo gvisor\n" {
+			t.Fatalf("after wake: %q", out)
+		}
+	})
+
+	t.Run("egress through hutchd", func(t *testing.T) {
+		out := mustExec(t, sb, "curl -sS --max-time 60 -o /dev/null -w '%{http_code}' https://proxy.golang.org/golang.org/x/term/@v/list")
+		if out != "200" {
+			t.Fatalf("GET https://proxy.golang.org via hutchd = %q; want 200", out)
+		}
+	})
+}
