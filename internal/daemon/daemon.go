@@ -25,7 +25,6 @@ import (
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
-	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/netns"
@@ -172,10 +171,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	violationStop.mgr.Store(mgr)
 	creds := &egressCreds{ca: authority, db: st, snaps: snaps, policy: eg.Config().Policy}
 	policies := &egressPolicies{eg: eg, db: st, audit: egressAudit, log: log.With("component", "egress"), snaps: snaps, next: creds,
-		lookups: policy.Lookups{
-			Secret:   func(name string) bool { return secrets.Exists(context.Background(), name) },
-			Upstream: func(name string) bool { _, ok := cfg.Upstreams[name]; return ok },
-		}}
+		lookups: egressLookups(secrets.Exists, cfg.Upstreams, handlers)}
 	if err := policies.load(ctx); err != nil {
 		return err
 	}

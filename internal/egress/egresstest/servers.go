@@ -39,6 +39,7 @@ const (
 //	/upload                  counts body bytes, answers {"bytes":N}
 //	/redirect?to=URL         302 to URL
 //	/stream?chunks=N&ms=T    one 1 KiB chunk every T ms (default 100), N chunks (0 = until the client goes)
+//	/big?size=N              N bytes (default 1 GiB) of data, for benchmarks
 //	/                        "api:<host><path>"
 func (n *Internet) apiHandler() http.Handler {
 	mux := http.NewServeMux()
@@ -95,6 +96,7 @@ func (n *Internet) apiHandler() http.Handler {
 		http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 	})
 	mux.HandleFunc("/stream", n.serveStream)
+	mux.HandleFunc("/big", serveBig)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "api:%s%s", r.Host, r.URL.Path)
 	})

@@ -2,7 +2,8 @@
 // "${secrets.NAME}" templates of header rules, makes and recognises placeholders (random
 // per sandbox and secret, with the fixed marker "hutchph_"), swaps them for real values only in
 // the locations and towards the hosts their secret is bound to, detects placeholders sent
-// anywhere else (violations), and redacts real secret values out of responses (raw,
+// to any other host (violations; towards a bound host outside the swap scope a placeholder is
+// sent unchanged and reported with action pass), and redacts real secret values out of responses (raw,
 // base64 and URL-encoded forms, streamed with a carry-over window across writes).
 //
 // It holds no secret at rest: values come from internal/secret at request time.

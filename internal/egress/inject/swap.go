@@ -115,7 +115,9 @@ type Result struct {
 }
 
 // Apply swaps the placeholders of r (sent towards host) for real values where their binding
-// allows it (host and location in scope) and reports the others. value returns a secret's
+// allows it (host and location in scope) and reports the others: towards a host the binding
+// does not name, with the binding's OnViolation action; towards a bound host outside the
+// swap scope (another header, the body...), with action pass (sent unchanged). value returns a secret's
 // value. When a violation's action is block or block_and_stop the error wraps ErrViolation and
 // r must not be sent. Locations: "header:<lower-case name>" (Basic credentials decoded),
 // "query", "path", "body" (identity-encoded bodies up to MaxBodySwap; a bigger or encoded
@@ -153,10 +155,17 @@ func (s *Set) Apply(ctx context.Context, host string, r *http.Request, value fun
 			if b.Prefix != "" && strings.HasSuffix(rest[:i], b.Prefix) {
 				start = i - len(b.Prefix)
 			}
-			if !b.hostOK(host) || !b.in[loc] {
-				res.Violations = append(res.Violations, Violation{Secret: b.Secret, Location: loc, Action: b.OnViolation})
-				if b.OnViolation != OnViolationPass {
-					if b.OnViolation == OnViolationBlockAndStop {
+			if hostOK := b.hostOK(host); !hostOK || !b.in[loc] {
+				// Towards its own host but outside the swap scope the placeholder goes as is
+				// (worthless, and the host is trusted with the real value anyway): reported
+				// with action pass. Towards any other host the binding's action applies.
+				action := b.OnViolation
+				if hostOK {
+					action = OnViolationPass
+				}
+				res.Violations = append(res.Violations, Violation{Secret: b.Secret, Location: loc, Action: action})
+				if action != OnViolationPass {
+					if action == OnViolationBlockAndStop {
 						res.Stop = true
 					}
 					verr = fmt.Errorf("%w: secret %s in %s towards %s", ErrViolation, b.Secret, loc, host)
@@ -236,8 +245,11 @@ func (s *Set) body(r *http.Request, host string, swap func(string, string) (stri
 	}
 	identity := r.Header.Get("Content-Encoding") == "" || strings.EqualFold(r.Header.Get("Content-Encoding"), "identity")
 	if r.ContentLength < 0 || r.ContentLength > MaxBodySwap || !identity {
-		// Not buffered: stream it through a scanner that fails the upload on a marker.
-		r.Body = &markerGuard{src: r.Body}
+		// Not buffered: when a placeholder in it would have to be swapped or blocked, stream
+		// it through a scanner that fails the upload on a marker.
+		if s.guardStreamed(host) {
+			r.Body = &markerGuard{src: r.Body}
+		}
 		return nil
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodySwap+1))
@@ -256,6 +268,21 @@ func (s *Set) body(r *http.Request, host string, swap func(string, string) (stri
 	r.Header.Set("Content-Length", strconv.Itoa(len(nb)))
 	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(nb)), nil }
 	return nil
+}
+
+// guardStreamed reports whether a streamed body towards host must be scanned: some binding
+// would swap in the body (impossible without buffering) or block towards host.
+func (s *Set) guardStreamed(host string) bool {
+	for _, b := range s.byToken {
+		if b.hostOK(host) {
+			if b.in["body"] {
+				return true
+			}
+		} else if b.OnViolation != OnViolationPass {
+			return true
+		}
+	}
+	return false
 }
 
 // markerGuard passes a streamed body through and fails with ErrViolation at the first

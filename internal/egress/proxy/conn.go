@@ -129,6 +129,9 @@ func (p *Proxy) identify(tc *net.TCPConn) (*conn, error) {
 	if p.closed {
 		return nil, net.ErrClosed
 	}
+	if err := p.admitConn(id, len(p.conns[id])); err != nil { // limit.go: per-sandbox cap
+		return nil, err
+	}
 	set := p.conns[id]
 	if set == nil {
 		set = map[*conn]struct{}{}

@@ -4,11 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httputil"
-	"strconv"
-	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
@@ -20,7 +16,10 @@ import (
 // refusal from an upstream's 403.
 const DeniedHeader = "Hutch-Egress-Denied"
 
-// serveRequest proxies one plain-HTTP request from a sandbox.
+// serveRequest serves one plain-HTTP request from a sandbox (port 80): the connection-level
+// checks (Host, name floor, the policy's decision for the host on this port), then the
+// request handler shared with intercepted TLS (request.go: per-request rules, placeholders,
+// handlers, upstream routes, https upgrade of secret-bearing requests).
 func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	c, ok := r.Context().Value(connKey{}).(*conn)
 	if !ok {
@@ -28,13 +27,9 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	log := p.log.With("sandbox_id", c.sandboxID, "orig_dst", c.orig.String(), "host", r.Host)
-	if r.Method == http.MethodConnect {
-		writeError(w, errdefs.New(errdefs.CodeMethodNotAllowed, "CONNECT is not supported: connect directly, traffic is proxied transparently"))
-		return
-	}
-	host, err := policy.CanonicalHost(r.Host)
-	if err != nil {
-		p.deny(w, log, err)
+	rc := reqConn{c: c}
+	host, ok := p.admit(w, r, rc, log)
+	if !ok {
 		return
 	}
 	_, upstream := p.cfg.Upstreams[host]
@@ -44,62 +39,18 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	}
 	port := int(c.orig.Port())
 	d := p.cfg.Policy.Decide(r.Context(), policy.Request{SandboxID: c.sandboxID, Kind: policy.KindHTTP, Host: host, Port: port, Upstream: upstream})
-	ev := audit.Event{Kind: audit.KindHTTP, Mode: "http", Host: host, Port: port, OrigDst: c.orig.String(),
-		Proto: r.Proto, Method: r.Method, Path: r.URL.Path}
-	if r.URL.RawQuery != "" {
-		ev.Query = "redacted"
-	}
 	if d.Action != policy.Allow && d.Action != policy.Intercept {
-		ev.Decision, ev.Reason, ev.Status = "deny", d.Reason, http.StatusForbidden
+		ev := audit.Event{Kind: audit.KindHTTP, Mode: rc.mode(), Host: host, Port: port, OrigDst: c.orig.String(),
+			Proto: r.Proto, Method: r.Method, Path: r.URL.Path, Decision: "deny", Reason: d.Reason, Status: http.StatusForbidden}
+		if r.URL.RawQuery != "" {
+			ev.Query = "redacted"
+		}
 		p.cfg.Audit(c.sandboxID, ev)
 		p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", host, d.Reason))
 		return
 	}
 	c.setDest(policy.KindHTTP, host, false, upstream)
-	if d.Action == policy.Intercept {
-		rd := policy.SnapshotFor(p.cfg.Policy, c.sandboxID).Request(host, r.Method, r.URL.Path)
-		if rd.Rule != nil {
-			ev.Rule = rd.Rule.ID
-		}
-		if rd.Action != policy.Allow {
-			ev.Decision, ev.Reason, ev.Status = "deny", rd.Reason, http.StatusForbidden
-			p.cfg.Audit(c.sandboxID, ev)
-			p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", host, rd.Reason))
-			return
-		}
-	}
-	c.setRequest(host, r.Method, r.URL.Path)
-	ev.Decision = "allow"
-	start := time.Now()
-	defer func() {
-		ev.DurMs = time.Since(start).Milliseconds()
-		p.cfg.Audit(c.sandboxID, ev)
-	}()
-	target := net.JoinHostPort(host, strconv.Itoa(port))
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = target
-			pr.Out.Host = pr.In.Host
-		},
-		Transport:     p.transport(c.sandboxID),
-		FlushInterval: -1,
-		ModifyResponse: func(resp *http.Response) error {
-			ev.Status = resp.StatusCode
-			return nil
-		},
-		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			if errdefs.IsCode(err, errdefs.CodeEgressDenied) {
-				p.deny(w, log, err)
-				return
-			}
-			ev.Status, ev.Reason = http.StatusBadGateway, "upstream unreachable"
-			log.Debug("egress upstream failed", "err", err)
-			writeError(w, &errdefs.Error{Code: errdefs.CodeEgressUpstream, Message: "upstream " + target + " unreachable", Err: err})
-		},
-	}
-	log.Debug("egress http", "method", r.Method)
-	rp.ServeHTTP(w, r)
+	p.handle(w, r, rc, host, log)
 }
 
 // deny answers 403 EGRESS_DENIED for err.

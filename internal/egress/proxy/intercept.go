@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/policy"
@@ -21,8 +22,8 @@ import (
 
 // InterceptConfig enables TLS interception (EGRESS.md §2.3): connections whose Decision is
 // policy.Intercept are terminated with a leaf from the sandbox's CA and served per request
-// (HTTP/1.1 and HTTP/2 alike) by the request handler of intercept_request.go. Without it an
-// Intercept decision refuses the connection (fail closed).
+// (HTTP/1.1 and HTTP/2 alike) by the request handler of request.go, shared with plain HTTP.
+// Without it an Intercept decision refuses the connection (fail closed).
 type InterceptConfig struct {
 	// Leaf returns the certificate to present for host to sandboxID's clients (mitm.Authority.Leaf).
 	Leaf func(ctx context.Context, sandboxID, host string) (*tls.Certificate, error)
@@ -244,3 +245,21 @@ func (l *chanListener) Close() error {
 func (l *chanListener) Addr() net.Addr { return &net.TCPAddr{} }
 
 var errNoIntercept = errors.New("interception is not configured")
+
+// serveIntercepted serves one request on an intercepted TLS connection (HTTP/1.1 or HTTP/2):
+// the shared checks (Host must equal the SNI, else 421), then the request handler shared with
+// plain HTTP (request.go).
+func (p *Proxy) serveIntercepted(w http.ResponseWriter, r *http.Request) {
+	m, ok := r.Context().Value(icKey{}).(*icMeta)
+	if !ok {
+		writeError(w, errdefs.New(errdefs.CodeInternal, "intercepted connection without identity"))
+		return
+	}
+	log := p.log.With("sandbox_id", m.c.sandboxID, "sni", m.sni, "proto", r.Proto)
+	rc := reqConn{c: m.c, sni: m.sni}
+	host, ok := p.admit(w, r, rc, log)
+	if !ok {
+		return
+	}
+	p.handle(w, r, rc, host, log)
+}

@@ -12,8 +12,12 @@
 // instead, without the floor check.
 //
 // HTTP is proxied per request (httputil.ReverseProxy: streaming, WebSocket upgrades, one
-// upstream connection pool per sandbox). Refusals answer 403 with a JSON errdefs envelope,
-// code EGRESS_DENIED; unreachable upstreams answer 502 EGRESS_UPSTREAM_FAILED.
+// upstream connection pool per sandbox) by one request handler shared by plain HTTP and
+// intercepted TLS (request.go): per-request rules, placeholders, handlers and routes apply
+// the same way on both. A plain-HTTP request that carries a secret (injected or swapped in)
+// is sent upstream over TLS on port 443, never in clear text. Refusals answer 403 with a JSON
+// errdefs envelope, code EGRESS_DENIED; unreachable upstreams answer 502
+// EGRESS_UPSTREAM_FAILED.
 //
 // TLS is not decrypted: the ClientHello is read (up to 16 KiB, 10 s), parsed by crypto/tls to
 // get the SNI, then replayed to the upstream and the bytes are spliced both ways. Refusals
