@@ -63,6 +63,11 @@ type Runtime struct {
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
+// maxNofile caps RLIMIT_NOFILE (soft and hard) in containers: enough for Node, watchers and
+// databases, low enough that a process that opens files in a loop stops with EMFILE long before
+// it troubles the host (open files are also charged to the sandbox's memory cgroup).
+const maxNofile = 1 << 16
+
 // hostInfo is what the generated spec depends on, probed once in New.
 type hostInfo struct {
 	cgroup2     bool     // unified hierarchy at /sys/fs/cgroup
@@ -148,7 +153,7 @@ func probeHost() (hostInfo, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return h, fmt.Errorf("runc: getrlimit: %w", err)
 	}
-	h.nofile = min(rl.Max, 1<<20)
+	h.nofile = min(rl.Max, maxNofile)
 	return h, nil
 }
 

@@ -218,7 +218,8 @@ func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
 	}
 	if res.MilliCPU > 0 {
 		quota, period := res.MilliCPU*cpuPeriod/1000, uint64(cpuPeriod)
-		out.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+		shares := CPUShares(res.MilliCPU)
+		out.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Shares: &shares}
 	}
 	if res.MemoryBytes > 0 {
 		limit := res.MemoryBytes
@@ -238,6 +239,15 @@ func (r *Runtime) resources(res runtime.Resources) *specs.LinuxResources {
 		out.Pids = &specs.LinuxPids{Limit: res.Pids}
 	}
 	return out
+}
+
+// CPUShares is the cgroup v1 cpu.shares of a container of milliCPU thousandths of a CPU: 1024
+// per CPU, as Kubernetes does, at least 2 (the kernel's minimum). Under contention CPU time is
+// shared in proportion to it, so a busy sandbox cannot take more than its share from the
+// others; the quota caps it even when the host is idle. On cgroup v2 runc converts it to
+// cpu.weight (1 + (shares-2)*9999/262142).
+func CPUShares(milliCPU int64) uint64 {
+	return uint64(max(2, milliCPU*1024/1000))
 }
 
 // checkSpec validates the parts of a spec that BuildSpec does not.

@@ -67,8 +67,13 @@ func TestBuildSpec(t *testing.T) {
 		}
 	}
 	res := spec.Linux.Resources
-	if *res.CPU.Quota != 25000 || *res.CPU.Period != 100000 {
-		t.Errorf("cpu = %d/%d", *res.CPU.Quota, *res.CPU.Period)
+	if *res.CPU.Quota != 25000 || *res.CPU.Period != 100000 || *res.CPU.Shares != 256 {
+		t.Errorf("cpu = %d/%d shares %d", *res.CPU.Quota, *res.CPU.Period, *res.CPU.Shares)
+	}
+	for milli, want := range map[int64]uint64{1: 2, 62: 63, 500: 512, 1000: 1024, 4000: 4096} {
+		if got := CPUShares(milli); got != want {
+			t.Errorf("CPUShares(%d) = %d, want %d", milli, got, want)
+		}
 	}
 	if *res.Memory.Limit != 512<<20 || *res.Memory.Swap != 512<<20 || *res.Memory.Swappiness != 0 {
 		t.Errorf("memory = %+v", res.Memory)
