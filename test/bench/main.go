@@ -26,6 +26,7 @@
 //
 //	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
 //	go run ./test/bench -headline [-hn 3] [-type standard-1]
+//	go run ./test/bench -fairness [-m 200] [-type standard-1]
 package main
 
 import (
@@ -68,6 +69,7 @@ type config struct {
 	code         bool          // run the code interpreter benchmark (issue 6) instead
 	codeRefill   time.Duration // with -code: pause between create cycles (the pool refills)
 	hn           int           // iterations of the headline's cheap steps
+	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
 }
 
 func main() {
@@ -81,6 +83,7 @@ func main() {
 	flag.BoolVar(&cfg.code, "code", false, "run the code interpreter benchmark instead (contexts: create + first run, runs; see code.go)")
 	flag.DurationVar(&cfg.codeRefill, "code-refill", 2*time.Second, "with -code: pause between create cycles, for the interpreter pool to refill (0: back to back)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
+	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -m and -hn must be at least 1")
@@ -93,6 +96,9 @@ func main() {
 	}
 	if cfg.code {
 		runMode = runCode
+	}
+	if cfg.fairness {
+		runMode = runFairness
 	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()
