@@ -62,10 +62,11 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took 
 		return
 	}
 	action, ok := auditActions[r.Pattern]
-	if !ok && status != http.StatusUnauthorized {
+	refused := status == http.StatusUnauthorized
+	if !ok && !refused {
 		return
 	}
-	if !ok {
+	if refused {
 		action = "auth.refused"
 	}
 	client, _, err := net.SplitHostPort(r.RemoteAddr)
@@ -87,7 +88,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took 
 			attrs = append(attrs, slog.String(k, v))
 		}
 	}
-	if !ok {
+	if refused {
 		attrs = append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))
 	}
 	s.audit.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)

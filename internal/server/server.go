@@ -44,9 +44,7 @@ type ImageInfo struct {
 
 // Server serves the /v1 API.
 type Server struct {
-	log *slog.Logger
-	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
-	tokenSum [sha256.Size]byte
+	log     *slog.Logger
 	mgr     *sandbox.Manager
 	images  Images
 	ports   Ports
@@ -59,8 +57,10 @@ type Server struct {
 	closing     chan struct{} // closed by CloseStreams
 	closingOnce sync.Once
 
-	limiter *rateLimiter // per-client request rate (ratelimit.go); nil: off
-	audit   *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
+	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
+	tokenSum [sha256.Size]byte
+	limiter  *rateLimiter // per-client request rate (ratelimit.go); nil: off
+	audit    *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
