@@ -240,3 +240,27 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// TestJSONBodyLimit: every JSON endpoint that reads its body refuses one over MaxJSONBody with
+// 413 REQUEST_TOO_LARGE (the streamed PUT …/files is the one endpoint without the limit; the
+// agent bounds it).
+func TestJSONBodyLimit(t *testing.T) {
+	srv := hardenedServer(t, func(*Server) {})
+	big := `{"x":"` + strings.Repeat("a", MaxJSONBody) + `"}`
+	for _, r := range []struct{ method, path string }{
+		{"POST", "/v1/sandboxes"},
+		{"PATCH", "/v1/sandboxes/sb1"},
+		{"POST", "/v1/sandboxes/sb1/ports"},
+		{"POST", "/v1/images/build"},
+		{"POST", "/v1/sandboxes/sb1/execute"},
+		{"POST", "/v1/sandboxes/sb1/write"},
+		{"POST", "/v1/sandboxes/sb1/process/start"},
+		{"POST", "/v1/sandboxes/sb1/watch"},
+		{"POST", "/v1/sandboxes/sb1/contexts"},
+	} {
+		st, m := call(t, srv, r.method, r.path, big)
+		if st != http.StatusRequestEntityTooLarge || m["code"] != "REQUEST_TOO_LARGE" {
+			t.Errorf("%s %s with %d bytes: %d %v; want 413 REQUEST_TOO_LARGE", r.method, r.path, len(big), st, m["code"])
+		}
+	}
+}

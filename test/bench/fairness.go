@@ -18,6 +18,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/daemontest"
+	"github.com/hutchdev/hutch/internal/runtime/runc"
 )
 
 // busyInstanceType is the size of the sandbox that spins.
@@ -100,7 +101,7 @@ func runFairness(ctx context.Context, cfg config, out io.Writer) (err error) {
 		time.Sleep(time.Second)
 	}
 	fmt.Fprintf(out, "Hutch CPU fairness benchmark (issue 8), %s, %d CPUs, idle sandbox %s (cpu.shares %d), busy sandbox %s (cpu.shares %d), %d execs per series\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), goruntime.NumCPU(), it.Name, it.MilliCPU*1024/1000, busyInstanceType, 4096, len(quiet.samples))
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), goruntime.NumCPU(), it.Name, runc.CPUShares(it.MilliCPU), busyInstanceType, runc.CPUShares(4000), len(quiet.samples))
 	printTable(out, "Exec round trip of the idle sandbox", []*series{quiet, loaded})
 	q, l := quiet.summarize(), loaded.summarize()
 	fmt.Fprintf(out, "\nloaded/quiet: median %.2f×, p90 %.2f×\n", ratio(l.median, q.median), ratio(l.p90, q.p90))

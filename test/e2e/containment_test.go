@@ -83,7 +83,7 @@ while True:
 	{
 		name: "fill the disk",
 		// Most of the free space at once (no data written), then writes until ENOSPC.
-		cmd:     `fallocate -l $(( $(df --output=avail -B1 /workspace | tail -1) - 32*1024*1024 )) /workspace/fill && dd if=/dev/zero of=/workspace/fill2 bs=1M 2>&1 | tail -2; df -h /workspace | tail -1`,
+		cmd:     `fallocate -l $(( $(df --output=avail -B1 /workspace | tail -1) - 32*1024*1024 )) /workspace/fill && dd if=/dev/zero of=/workspace/fill2 bs=1M 2>&1 | head -1; df -h /workspace | tail -1`,
 		timeout: 3 * time.Minute,
 		before: func(t *testing.T, a *client.Sandbox) {
 			var st unix.Statfs_t
