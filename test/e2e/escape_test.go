@@ -309,22 +309,22 @@ print("ESCAPED %s" % hits if hits else "BLOCKED")`)},
 		return out, strings.Contains(out, markerText)
 	}},
 	// Network.
-	{"reach hutchd's API via the gateway", "nftables input policy of the sandbox bridge", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.apiPort })},
+	{"reach hutchd's API via the gateway", "nftables input chain: only redirected or established flows from sandboxes", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.apiPort })},
 	{"reach hutchd's API via 127.0.0.1", "own network namespace (its loopback is the sandbox's)", tcpTry(fixed("127.0.0.1"), func(e *escapeEnv) int { return e.apiPort })},
-	{"reach a host service on the gateway", "nftables input policy", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.hostPort })},
-	{"reach the host's loopback-only service via the gateway", "martian destination; nftables", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.loPort })},
-	{"reach the host's ssh port", "nftables input policy", tcpTry(func(e *escapeEnv) string { return e.gateway }, fixed(22))},
-	{"reach the egress proxy port directly", "nftables (only redirected traffic reaches it)", tcpTry(func(e *escapeEnv) string { return e.gateway }, fixed(mustAtoi(httpPort)))},
-	{"reach another sandbox", "nftables forward policy between sandboxes", tcpTry(func(e *escapeEnv) string { return e.addrB }, fixed(8080))},
-	{"reach another sandbox's gateway", "nftables input policy", tcpTry(func(e *escapeEnv) string { return e.gatewayB }, func(e *escapeEnv) int { return e.hostPort })},
-	{"reach a private range (TCP 10.0.0.1:5432)", "nftables: only DNS, HTTP, HTTPS leave, through hutchd", tcpTry(fixed("10.0.0.1"), fixed(5432))},
-	{"reach a private range (TCP 192.168.1.1:8080)", "nftables", tcpTry(fixed("192.168.1.1"), fixed(8080))},
-	{"reach the metadata address (TCP 169.254.169.254:8080)", "nftables", tcpTry(fixed("169.254.169.254"), fixed(8080))},
-	{"HTTP to the metadata address", "egress proxy refuses link-local destinations", httpTry(fixed("http://169.254.169.254/latest/meta-data/"))},
-	{"HTTP to hutchd's API on 127.0.0.1", "egress proxy refuses loopback", httpTry(func(e *escapeEnv) string { return fmt.Sprintf("http://127.0.0.1:%d/v1/sandboxes", e.apiPort) })},
-	{"HTTP to a private range", "egress proxy refuses private destinations", httpTry(fixed("http://10.0.0.1/"))},
-	{"HTTP to localhost by name", "egress proxy", httpTry(fixed("http://localhost/"))},
-	{"HTTP to another sandbox", "egress proxy refuses the sandbox subnet", httpTry(func(e *escapeEnv) string { return "http://" + e.addrB + ":8080/" })},
+	{"reach a host service on the gateway", "nftables input chain", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.hostPort })},
+	{"reach the host's loopback-only service via the gateway", "the service listens on 127.0.0.1 only (the sandbox's 127.0.0.1 is its own); nftables input chain", tcpTry(func(e *escapeEnv) string { return e.gateway }, func(e *escapeEnv) int { return e.loPort })},
+	{"reach the host's ssh port", "nftables input chain", tcpTry(func(e *escapeEnv) string { return e.gateway }, fixed(22))},
+	{"reach the egress proxy port directly", "nftables input chain (only redirected flows reach the proxy)", tcpTry(func(e *escapeEnv) string { return e.gateway }, fixed(mustAtoi(httpPort)))},
+	{"reach another sandbox", "nftables forward chain drops sandbox-to-sandbox traffic", tcpTry(func(e *escapeEnv) string { return e.addrB }, fixed(8080))},
+	{"reach another sandbox's gateway", "nftables input chain", tcpTry(func(e *escapeEnv) string { return e.gatewayB }, func(e *escapeEnv) int { return e.hostPort })},
+	{"reach a private range (TCP 10.0.0.1:5432)", "nftables: only DNS, TCP 80 and 443 leave, redirected to hutchd; the rest is dropped", tcpTry(fixed("10.0.0.1"), fixed(5432))},
+	{"reach a private range (TCP 192.168.1.1:8080)", "nftables (dropped)", tcpTry(fixed("192.168.1.1"), fixed(8080))},
+	{"reach the metadata address (TCP 169.254.169.254:8080)", "nftables (dropped)", tcpTry(fixed("169.254.169.254"), fixed(8080))},
+	{"HTTP to the metadata address", "egress proxy: raw-IP and link-local destinations refused", httpTry(fixed("http://169.254.169.254/latest/meta-data/"))},
+	{"HTTP to hutchd's API on 127.0.0.1", "egress proxy: raw-IP and loopback destinations refused", httpTry(func(e *escapeEnv) string { return fmt.Sprintf("http://127.0.0.1:%d/v1/sandboxes", e.apiPort) })},
+	{"HTTP to a private range", "egress proxy: raw-IP and private destinations refused", httpTry(fixed("http://10.0.0.1/"))},
+	{"HTTP to localhost by name", "the name resolves to the sandbox's own loopback (nothing listens); the proxy refuses loopback", httpTry(fixed("http://localhost/"))},
+	{"HTTP to another sandbox", "egress proxy: raw-IP and private destinations refused", httpTry(func(e *escapeEnv) string { return "http://" + e.addrB + ":8080/" })},
 	// Secrets.
 	{"read hutchd's state directory and token", "own mount namespace: the state dir is not mounted in", func(t *testing.T, e *escapeEnv) (string, bool) {
 		out := execAll(t, e.a, "ls "+d.StateDir+" 2>&1; cat "+filepath.Join(d.StateDir, "token")+" "+e.marker+" 2>&1")
@@ -344,8 +344,8 @@ print("ESCAPED %s" % hits if hits else "BLOCKED")`)},
 type escapeRow struct{ runtime, name, blockedBy, result string }
 
 // TestEscape runs every escape attempt from inside a real sandbox and asserts it was blocked.
-// With HUTCH_ESCAPE_TABLE=<file> it writes the results as the Markdown table of
-// docs/SECURITY.md.
+// With HUTCH_ESCAPE_TABLE=<file> it writes the results as a Markdown table: between the
+// markers of docs/SECURITY.md when given that file (HUTCH_ESCAPE_TABLE=$PWD/docs/SECURITY.md).
 func TestEscape(t *testing.T) {
 	requireEnv(t)
 	if goruntime.GOARCH != "amd64" {
@@ -480,6 +480,14 @@ func oneLine(s string) string {
 	return s
 }
 
+// Markers of the generated table in docs/SECURITY.md.
+const (
+	tableBegin = "<!-- escape-table:begin (generated by TestEscape) -->"
+	tableEnd   = "<!-- escape-table:end -->"
+)
+
+// writeEscapeTable writes rows as a Markdown table to path: between the markers when the file
+// has them (docs/SECURITY.md), else as the whole file.
 func writeEscapeTable(t *testing.T, path string, rows []escapeRow) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].runtime < rows[j].runtime })
 	var sb strings.Builder
@@ -487,7 +495,15 @@ func writeEscapeTable(t *testing.T, path string, rows []escapeRow) {
 	for _, r := range rows {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", r.runtime, r.name, r.blockedBy, r.result)
 	}
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+	table := sb.String()
+	if old, err := os.ReadFile(path); err == nil {
+		if before, rest, ok := strings.Cut(string(old), tableBegin); ok {
+			if _, after, ok := strings.Cut(rest, tableEnd); ok {
+				table = before + tableBegin + "\n" + table + tableEnd + after
+			}
+		}
+	}
+	if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
 		t.Error(err)
 	}
 }
