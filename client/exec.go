@@ -81,6 +81,9 @@ type ExecResult struct {
 	// Truncated reports that Stdout or Stderr passed the 16 MiB cap of the buffered form and
 	// was cut there (the command still ran to its end). Use ExecStream for large output.
 	Truncated bool
+	// Reason says why a command killed by a signal died, when the sandbox knows: "oom-killed"
+	// (the memory limit's OOM killer ended it; ExitCode is 137).
+	Reason string
 }
 
 // execRequest is the body of execute and execute/stream.
@@ -124,6 +127,7 @@ type execReply struct {
 	Duration  int64  `json:"duration"`
 	SessionID string `json:"sessionId"`
 	Truncated bool   `json:"truncated"`
+	Reason    string `json:"reason"`
 }
 
 // Exec runs command (a bash command line, run with bash -c in the session's cwd and exported
@@ -146,6 +150,7 @@ func (s *scope) Exec(ctx context.Context, command string, opts *ExecOptions) (*E
 		SessionID: reply.SessionID,
 		Command:   reply.Command,
 		Truncated: reply.Truncated,
+		Reason:    reply.Reason,
 	}
 	if reply.Encoding == "base64" {
 		var err error

@@ -55,6 +55,8 @@ type ProcessInfo struct {
 	Cwd       string `json:"cwd"`
 	// Error explains status "error" (e.g. "agent restarted while the process ran").
 	Error string `json:"error,omitempty"`
+	// Reason says why a killed process died, when the sandbox knows: "oom-killed".
+	Reason string `json:"reason,omitempty"`
 }
 
 // ProcessOptions are the optional parameters of StartProcess. The zero value means all

@@ -17,6 +17,7 @@ const (
 	CodeMethodNotAllowed Code = "METHOD_NOT_ALLOWED"
 	CodeUnauthenticated  Code = "UNAUTHENTICATED"
 	CodeUnavailable      Code = "UNAVAILABLE"
+	CodeRateLimited      Code = "RATE_LIMITED" // too many requests from one client; see Retry-After
 	CodeNotImplemented   Code = "NOT_IMPLEMENTED"
 
 	// Sandboxes.
@@ -244,6 +245,8 @@ var codes = map[Code]codeInfo{
 	CodeOriginNotAllowed: {ErrPermissionDenied, http.StatusForbidden},
 
 	CodeWatchLimit: {ErrResourceExhausted, http.StatusTooManyRequests},
+
+	CodeRateLimited: {ErrResourceExhausted, http.StatusTooManyRequests},
 }
 
 // classDefaults gives the code used for a bare class sentinel, in match order.

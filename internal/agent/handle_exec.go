@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/session"
 )
 
@@ -97,8 +98,8 @@ func (b *bufferOutput) add(buf *bytes.Buffer, p []byte) {
 	buf.Write(p)
 }
 
-// handleExecute: POST /api/execute → {success, exitCode, stdout, stderr, encoding?, command,
-// duration (ms), sessionId, timestamp}. Timeout → 408 COMMAND_TIMEOUT with context
+// handleExecute: POST /api/execute → {success, exitCode, stdout, stderr, encoding?, truncated?,
+// reason? ("oom-killed", see package oom), command, duration (ms), sessionId, timestamp}. Timeout → 408 COMMAND_TIMEOUT with context
 // {timeoutMs, stdout, stderr}.
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	var body execRequest
@@ -111,6 +112,7 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	}
 	sid := sessionOrDefault(body.SessionID)
 	var out bufferOutput
+	oomWatch := oom.Default.Start()
 	res, err := s.sessions.Exec(r.Context(), sid, req, &out)
 	if err != nil {
 		if errdefs.IsCode(err, errdefs.CodeCommandTimeout) {
@@ -140,6 +142,9 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	}
 	if out.truncated {
 		bw.WriteString(`,"truncated":true`)
+	}
+	if reason := oomWatch.Reason(res.ExitCode); reason != "" {
+		bw.WriteString(`,"reason":"` + reason + `"`)
 	}
 	tail, _ := json.Marshal(struct {
 		Command   string    `json:"command"`

@@ -214,6 +214,12 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	api.SetEgressCA(creds)
 	api.SetEgressPolicies(policies)
 	api.SetConsole(console.New(cfg.ConsoleDir, log.With("component", "console")))
+	auditLog, err := openAuditLog(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	api.SetAuditLog(slog.New(slog.NewJSONHandler(auditLog, nil)))
 	if cfg.ConsoleDir != "" {
 		log.Info("web console", "url", url+console.Prefix, "dir", cfg.ConsoleDir)
 	}

@@ -56,6 +56,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
+	noteAuditID(r, info.ID)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

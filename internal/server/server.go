@@ -6,6 +6,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,6 @@ type ImageInfo struct {
 // Server serves the /v1 API.
 type Server struct {
 	log     *slog.Logger
-	token   string
 	mgr     *sandbox.Manager
 	images  Images
 	ports   Ports
@@ -63,13 +63,17 @@ type Server struct {
 	egressCA EgressCA
 	// egress keeps sandboxes' egress policies (SetEgressPolicies); nil: not available.
 	egress EgressPolicies
+	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
+	tokenSum [sha256.Size]byte
+	limiter  *rateLimiter // per-client request rate (ratelimit.go); nil: off
+	audit    *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
 // ports serves /v1/sandboxes/{id}/ports.
 func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
-	s := &Server{log: log, token: token, mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
-		closing: make(chan struct{})}
+	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(token)), mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
+		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst)}
 	s.routes()
 	return s
 }
@@ -186,13 +190,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s: the path has empty, '.' or '..' segments", r.Method, r.URL.EscapedPath()), "")
 		return
 	}
-	if !s.log.Enabled(r.Context(), slog.LevelDebug) {
+	if !s.allow(w, r) {
+		return
+	}
+	if !s.log.Enabled(r.Context(), slog.LevelDebug) && s.audit == nil {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
 	start := time.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	var note *auditNote
+	if s.audit != nil {
+		r, note = withAuditNote(r)
+	}
 	s.mux.ServeHTTP(rec, r)
+	s.recordAudit(r, note, rec.status, time.Since(start))
 	s.log.DebugContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "duration", time.Since(start))
 }
 
@@ -215,7 +227,7 @@ func cleanPath(p string) bool {
 	return true
 }
 
-// auth checks the bearer token in constant time. A WebSocket handshake of the terminal route
+// auth checks the bearer token in constant time, against the token's SHA-256. A WebSocket handshake of the terminal route
 // may carry it as the subprotocol "bearer.<token>" instead (browsers cannot set headers there;
 // no other route accepts it), and every WebSocket handshake must come from
 // no Origin or the request's own host (403 ORIGIN_NOT_ALLOWED otherwise; see terminals.go).
@@ -231,7 +243,9 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 		if !ok && upgrade && strings.HasSuffix(r.Pattern, "/terminals/{tid}") {
 			got, ok = wsToken(r) // only where a browser needs it: the terminal WebSocket
 		}
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.token)) != 1 {
+		// The presented token is hashed and the hashes compared in constant time: the
+		// comparison's time says nothing about the token, whatever its length.
+		if sum := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
 			closeUnread(w)
 			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")

@@ -170,6 +170,7 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
+	noteAuditID(r, info.ID)
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

@@ -27,6 +27,7 @@
 //	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
 //	go run ./test/bench -headline [-hn 3] [-type standard-1]
 //	go run ./test/bench -gvisor [-n 20] [-m 200] [-type standard-1]
+//	go run ./test/bench -fairness [-m 200] [-type standard-1]
 //
 // With -gvisor it compares sandboxes of the gvisor runtime with runc ones of the same hutchd
 // (create → first exec, exec round trip); see gvisor.go.
@@ -73,6 +74,7 @@ type config struct {
 	codeRefill   time.Duration // with -code: pause between create cycles (the pool refills)
 	hn           int           // iterations of the headline's cheap steps
 	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
+	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	flag.DurationVar(&cfg.codeRefill, "code-refill", 2*time.Second, "with -code: pause between create cycles, for the interpreter pool to refill (0: back to back)")
 	flag.BoolVar(&cfg.gvisor, "gvisor", false, "compare gVisor sandboxes with runc ones instead: create → first exec, exec round trip (see gvisor.go)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
+	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
 		fmt.Fprintln(os.Stderr, "bench: -n, -m and -hn must be at least 1")
@@ -105,6 +108,9 @@ func main() {
 	}
 	if *egressFlag {
 		runMode = runEgress // egress.go
+	}
+	if cfg.fairness {
+		runMode = runFairness
 	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()

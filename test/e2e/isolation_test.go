@@ -62,67 +62,17 @@ func hostListener(t *testing.T) (port int, hits *atomic.Int64) {
 	return ln.Addr().(*net.TCPAddr).Port, hits
 }
 
-// TestIsolation tries, from inside a sandbox, to reach what it must not.
+// TestIsolation tries, from inside a sandbox, what the escape suite (escape_test.go, which
+// holds the network reachability attempts) does not cover: UDP, host files, the memory limit
+// and the agent socket.
 func TestIsolation(t *testing.T) {
 	requireEnv(t)
 	a := sandbox(t, "e2e-iso-a", &client.SandboxOptions{InstanceType: "lite"})
-	b := sandbox(t, "e2e-iso-b", &client.SandboxOptions{InstanceType: "lite"})
 	infoA, err := a.Info(ctxT(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	infoB, err := b.Info(ctxT(t, time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
 	gateway := gatewayOf(t, infoA.Address)
-	apiPort := mustPort(t, d.Listen)
-	svcPort, hits := hostListener(t)
-	// A server inside sandbox b, to see whether a can reach it.
-	if _, err := b.Exec(ctxT(t, time.Minute), "nohup python3 -m http.server 8080 >/dev/null 2>&1 &", nil); err != nil {
-		t.Fatal(err)
-	}
-	waitListening(t, b, 8080)
-
-	cases := []struct {
-		name string
-		host string
-		port int
-	}{
-		{"hutchd API via gateway", gateway, apiPort},
-		{"hutchd API via loopback name", "127.0.0.1", apiPort},
-		{"host service on gateway", gateway, svcPort},
-		{"host ssh-like port on gateway", gateway, 22},
-		{"egress proxy port directly", gateway, mustAtoi(httpPort)},
-		{"other sandbox", infoB.Address, 8080},
-		{"other sandbox's gateway", gatewayOf(t, infoB.Address), svcPort},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := probe(t, a, c.host, c.port); strings.HasPrefix(got, "OPEN") {
-				t.Fatalf("sandbox reached %s:%d (%s)", c.host, c.port, got)
-			}
-		})
-	}
-	if n := hits.Load(); n != 0 {
-		t.Fatalf("host service saw %d connections from the sandbox", n)
-	}
-	// HTTP through the transparent proxy to forbidden destinations is refused by name and by
-	// address; nothing is dialled (all targets here are refused before any dial).
-	for _, target := range []string{
-		"http://169.254.169.254/latest/meta-data/",
-		"http://127.0.0.1:" + fmt.Sprint(apiPort) + "/v1/sandboxes",
-		"http://10.0.0.1/",
-		"http://localhost/",
-		"http://" + infoB.Address + ":8080/",
-	} {
-		t.Run("http "+target, func(t *testing.T) {
-			out := mustExec(t, a, "curl -s -o /dev/null -w '%{http_code}' --max-time 5 '"+target+"' || true")
-			if out == "200" {
-				t.Fatalf("curl %s = 200; want refusal", target)
-			}
-		})
-	}
 	t.Run("udp other than dns dropped", func(t *testing.T) {
 		got := mustExec(t, a, `python3 -c "
 import socket

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/session"
 )
 
@@ -70,6 +71,8 @@ type Info struct {
 	SessionID string     `json:"sessionId"`
 	Cwd       string     `json:"cwd"`
 	Error     string     `json:"error,omitempty"` // only with StatusError
+	// Reason says why a killed process died when the agent knows: "oom-killed" (package oom).
+	Reason string `json:"reason,omitempty"`
 	// LogBufferBytes is the log buffer per stream, in bytes: the one asked for, or the
 	// default lowered to fit the log budget.
 	LogBufferBytes int `json:"logBufferBytes,omitempty"`
@@ -255,6 +258,7 @@ func (m *Manager) Start(req StartRequest) (_ Info, err error) {
 	m.procs[req.ID] = p
 	m.mu.Unlock()
 
+	oomWatch := oom.Default.Start()
 	bg, err := m.sessions.StartBackground(req.SessionID,
 		session.BackgroundRequest{Command: req.Command, Env: req.Env, Cwd: req.Cwd}, p.write)
 	if err != nil && !errdefs.IsCode(err, errdefs.CodeStreamStartError) {
@@ -289,8 +293,10 @@ func (m *Manager) Start(req StartRequest) (_ Info, err error) {
 		// Exits when the process has ended.
 		code := bg.Wait()
 		end := time.Now().UTC()
+		reason := oomWatch.Reason(code)
 		p.mu.Lock()
 		p.info.ExitCode, p.info.EndTime, p.info.Status = &code, &end, statusOf(code)
+		p.info.Reason = reason
 		p.mu.Unlock()
 		m.finish(p)
 	}()

@@ -30,6 +30,11 @@ type Host struct {
 	CgroupRoots []string // directories under which containers' <parent>/<id> cgroups live
 }
 
+// MaxNoFile caps RLIMIT_NOFILE (soft and hard) in containers: enough for Node, watchers and
+// databases, low enough that a process that opens files in a loop stops with EMFILE long before
+// it troubles the host (open files are also charged to the sandbox's memory cgroup).
+const MaxNoFile = 1 << 16
+
 // ProbeHost reads the host facts of Host from /sys/fs/cgroup, /proc and our rlimits.
 func ProbeHost() (Host, error) {
 	var h Host
@@ -61,7 +66,7 @@ func ProbeHost() (Host, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		return h, fmt.Errorf("oci spec: getrlimit: %w", err)
 	}
-	h.NoFile = min(rl.Max, 1<<20)
+	h.NoFile = min(rl.Max, MaxNoFile)
 	return h, nil
 }
 

@@ -12,8 +12,23 @@ import (
 )
 
 // Capabilities is the capability set of every container process (bounding, effective,
-// permitted): Docker's default set minus CAP_NET_RAW. Enough for root inside to install
-// packages, chown files and bind low ports; no CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SYS_PTRACE.
+// permitted): Docker's default set minus CAP_NET_RAW and CAP_MKNOD. Root inside keeps what
+// installing packages and running services as other users needs; each kept capability, and why:
+//   - CAP_AUDIT_WRITE: PAM (su, login, sudo) writes audit records and fails without it.
+//   - CAP_CHOWN, CAP_FOWNER, CAP_FSETID: dpkg, tar and cp -a set owners and modes of files.
+//   - CAP_DAC_OVERRIDE: root reads and writes files of other users (package caches, homes).
+//   - CAP_KILL: root signals processes that run as other users (services, the agent's kills).
+//   - CAP_NET_BIND_SERVICE: servers on ports below 1024 (previews of port 80).
+//   - CAP_SETUID, CAP_SETGID: su, sudo, postgres, … switch to an unprivileged user.
+//   - CAP_SETPCAP: tools that drop capabilities from their bounding set before running a child.
+//   - CAP_SETFCAP: dpkg postinst scripts (setcap on ping and friends); file capabilities
+//     cannot raise anything under no_new_privs.
+//   - CAP_SYS_CHROOT: build tools and package scripts that chroot (debootstrap, dpkg --root).
+//
+// Dropped: CAP_NET_RAW (raw and packet sockets: ARP and ICMP spoofing on the bridge) and
+// CAP_MKNOD (device nodes are refused by the device cgroup anyway; without the capability none
+// can even be made). Never granted: CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SYS_PTRACE,
+// CAP_SYS_MODULE, CAP_SYS_RAWIO, CAP_SYS_TIME, CAP_SYSLOG, CAP_BPF, CAP_PERFMON, ….
 var Capabilities = []string{
 	"CAP_AUDIT_WRITE",
 	"CAP_CHOWN",
@@ -21,7 +36,6 @@ var Capabilities = []string{
 	"CAP_FOWNER",
 	"CAP_FSETID",
 	"CAP_KILL",
-	"CAP_MKNOD",
 	"CAP_NET_BIND_SERVICE",
 	"CAP_SETFCAP",
 	"CAP_SETGID",
@@ -120,6 +134,17 @@ func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
 				"/proc/scsi",
 				"/sys/firmware",
 				"/sys/devices/virtual/powercap",
+				// Beyond runc's and Docker's defaults: kernel symbols and log, and the
+				// mount points of the kernel's debug, tracing, security and BPF file systems
+				// (empty in a fresh sysfs; masked in case a kernel populates them).
+				"/proc/kallsyms",
+				"/proc/kmsg",
+				"/proc/config.gz",
+				"/sys/kernel/debug",
+				"/sys/kernel/tracing",
+				"/sys/kernel/security",
+				"/sys/kernel/config",
+				"/sys/fs/bpf",
 			},
 			ReadonlyPaths: []string{
 				"/proc/bus",
@@ -193,7 +218,8 @@ func (b Builder) resources(res runtime.Resources) *specs.LinuxResources {
 	}
 	if res.MilliCPU > 0 {
 		quota, period := res.MilliCPU*cpuPeriod/1000, uint64(cpuPeriod)
-		out.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+		shares := CPUShares(res.MilliCPU)
+		out.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period, Shares: &shares}
 	}
 	if res.MemoryBytes > 0 {
 		limit := res.MemoryBytes
@@ -213,6 +239,15 @@ func (b Builder) resources(res runtime.Resources) *specs.LinuxResources {
 		out.Pids = &specs.LinuxPids{Limit: res.Pids}
 	}
 	return out
+}
+
+// CPUShares is the cgroup v1 cpu.shares of a container of milliCPU thousandths of a CPU: 1024
+// per CPU, as Kubernetes does, at least 2 (the kernel's minimum). Under contention CPU time is
+// shared in proportion to it, so a busy sandbox cannot take more than its share from the
+// others; the quota caps it even when the host is idle. On cgroup v2 runc converts it to
+// cpu.weight (1 + (shares-2)*9999/262142).
+func CPUShares(milliCPU int64) uint64 {
+	return uint64(max(2, milliCPU*1024/1000))
 }
 
 // CheckSpec validates the parts of a spec that Build does not (log path, limits); errors are

@@ -67,8 +67,13 @@ func TestBuildSpec(t *testing.T) {
 		}
 	}
 	res := spec.Linux.Resources
-	if *res.CPU.Quota != 25000 || *res.CPU.Period != 100000 {
-		t.Errorf("cpu = %d/%d", *res.CPU.Quota, *res.CPU.Period)
+	if *res.CPU.Quota != 25000 || *res.CPU.Period != 100000 || *res.CPU.Shares != 256 {
+		t.Errorf("cpu = %d/%d shares %d", *res.CPU.Quota, *res.CPU.Period, *res.CPU.Shares)
+	}
+	for milli, want := range map[int64]uint64{1: 2, 62: 63, 500: 512, 1000: 1024, 4000: 4096} {
+		if got := CPUShares(milli); got != want {
+			t.Errorf("CPUShares(%d) = %d, want %d", milli, got, want)
+		}
 	}
 	if *res.Memory.Limit != 512<<20 || *res.Memory.Swap != 512<<20 || *res.Memory.Swappiness != 0 {
 		t.Errorf("memory = %+v", res.Memory)
@@ -86,7 +91,7 @@ func TestBuildSpec(t *testing.T) {
 	if last[0].Destination != "/hutch-init" || !slices.Contains(last[0].Options, "ro") || !slices.Contains(last[1].Options, "rw") || last[1].Type != "bind" {
 		t.Errorf("bind mounts = %+v", last)
 	}
-	if spec.Linux.Seccomp == nil || spec.Linux.Seccomp.DefaultAction != specs.ActAllow {
+	if spec.Linux.Seccomp == nil || spec.Linux.Seccomp.DefaultAction != specs.ActErrno {
 		t.Errorf("seccomp = %+v", spec.Linux.Seccomp)
 	}
 }
@@ -139,21 +144,50 @@ func TestBuildSpecRejects(t *testing.T) {
 
 func TestDefaultSeccomp(t *testing.T) {
 	sc := DefaultSeccomp()
-	var denied []string
+	if sc.DefaultAction != specs.ActErrno || sc.DefaultErrnoRet == nil || *sc.DefaultErrnoRet != 1 {
+		t.Fatalf("default action %s errno %v; want ERRNO(EPERM)", sc.DefaultAction, sc.DefaultErrnoRet)
+	}
+	allowed := map[string]bool{}
+	conditional := map[string]bool{}
 	for _, s := range sc.Syscalls {
-		if len(s.Args) == 0 && *s.ErrnoRet == 1 {
-			denied = append(denied, s.Names...)
+		for _, n := range s.Names {
+			if s.Action == specs.ActAllow && len(s.Args) == 0 {
+				allowed[n] = true
+			}
+			if s.Action == specs.ActAllow && len(s.Args) > 0 {
+				conditional[n] = true
+				// runc ORs comparisons on one argument: every conditional rule has one.
+				if len(s.Args) != 1 {
+					t.Errorf("%s: rule with %d comparisons", n, len(s.Args))
+				}
+			}
 		}
 	}
-	for _, name := range []string{"mount", "unshare", "setns", "bpf", "io_uring_setup", "keyctl", "ptrace", "userfaultfd", "kexec_load", "init_module", "open_by_handle_at", "perf_event_open"} {
-		if !slices.Contains(denied, name) {
-			t.Errorf("%s not denied", name)
+	for _, name := range []string{"mount", "umount2", "unshare", "setns", "bpf", "io_uring_setup", "keyctl", "add_key",
+		"request_key", "ptrace", "process_vm_readv", "userfaultfd", "kexec_load", "init_module", "finit_module",
+		"delete_module", "open_by_handle_at", "name_to_handle_at", "perf_event_open", "pivot_root", "reboot",
+		"swapon", "syslog", "settimeofday", "clock_settime", "iopl", "ioperm", "fsopen", "move_mount", "open_tree",
+		"quotactl", "kcmp", "socketcall", "sethostname", "acct", "lookup_dcookie", "fanotify_init", "vhangup"} {
+		if allowed[name] || conditional[name] {
+			t.Errorf("%s allowed", name)
 		}
 	}
-	for _, name := range []string{"clone", "execve", "read", "openat", "socket", "personality"} {
-		if slices.Contains(denied, name) {
-			t.Errorf("%s denied unconditionally", name)
+	for _, name := range []string{"execve", "read", "openat", "pipe", "pipe2", "statx", "futex", "rseq", "epoll_pwait2", "pidfd_open", "wait4", "chroot"} {
+		if !allowed[name] {
+			t.Errorf("%s not allowed", name)
 		}
+	}
+	for _, name := range []string{"clone", "socket", "personality"} {
+		if allowed[name] || !conditional[name] {
+			t.Errorf("%s: want allowed with an argument filter only", name)
+		}
+	}
+	enosys := false
+	for _, s := range sc.Syscalls {
+		enosys = enosys || (slices.Contains(s.Names, "clone3") && s.Action == specs.ActErrno && *s.ErrnoRet == 38)
+	}
+	if !enosys {
+		t.Error("clone3 does not answer ENOSYS")
 	}
 	if len(sc.Architectures) == 0 {
 		t.Skip("no architectures for this GOARCH")

@@ -162,6 +162,7 @@ func TestContainerLifecycle(t *testing.T) {
 			"memory/hutchrt/" + id + "/memory.limit_in_bytes": strconv.Itoa(256 << 20),
 			"pids/hutchrt/" + id + "/pids.max":                "64",
 			"cpu/hutchrt/" + id + "/cpu.cfs_quota_us":         "50000",
+			"cpu/hutchrt/" + id + "/cpu.shares":               "512",
 		} {
 			b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", file))
 			if err != nil || strings.TrimSpace(string(b)) != want {
@@ -195,7 +196,7 @@ func TestContainerLifecycle(t *testing.T) {
 		{"personality query allowed", []string{"setarch", "--list"}, 0, "x86_64"},
 		{"personality ADDR_NO_RANDOMIZE denied", []string{"setarch", "-R", "true"}, 1, "Operation not permitted"},
 		{"ipv6 disabled", []string{"cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6"}, 0, "1"},
-		{"nofile", []string{"sh", "-c", "ulimit -Hn"}, 0, strconv.FormatUint(min(hostNofile(t), 1<<20), 10)},
+		{"nofile", []string{"sh", "-c", "ulimit -Hn"}, 0, strconv.FormatUint(min(hostNofile(t), 1<<16), 10)},
 		{"python stack", []string{"python3", "-c", "import numpy, pandas, matplotlib, IPython; print('ok')"}, 0, "ok"},
 		{"node", []string{"node", "-e", "console.log(process.version)"}, 0, "v"},
 		{"npm", []string{"npm", "--version"}, 0, "."},

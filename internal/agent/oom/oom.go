@@ -1,0 +1,89 @@
+// Package oom tells whether a process the agent ran inside its sandbox was killed by the
+// kernel's OOM killer, from the sandbox's own memory cgroup: the "oom_kill" counter of
+// memory.events (cgroup v2) or memory.oom_control (cgroup v1), both visible read-only in the
+// sandbox's cgroup namespace at /sys/fs/cgroup.
+//
+// Attribution: a process is reported OOM-killed when it died of SIGKILL (exit code 137) and the
+// counter rose while it ran. When two processes die of SIGKILL at once, one by the OOM killer
+// and one by another sender, both are reported OOM-killed: the counter does not say which
+// process it killed. Where neither file is readable nothing is reported.
+package oom
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Reason is the value of the "reason" field of an exec result or process record whose process
+// the OOM killer ended.
+const Reason = "oom-killed"
+
+// exitSIGKILL is the shell's exit code for death by SIGKILL.
+const exitSIGKILL = 128 + 9
+
+// counterFiles are where the counter lives, relative to the cgroup mount, newest layout first.
+var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
+
+// Counter reads the oom_kill counter under a cgroup mount.
+type Counter struct {
+	Root string // the cgroup mount, "/sys/fs/cgroup" inside a sandbox
+}
+
+// Default is the counter of the sandbox the agent runs in.
+var Default = Counter{Root: "/sys/fs/cgroup"}
+
+// Kills returns the number of processes the OOM killer has killed in the cgroup, and false when
+// no counter is readable.
+func (c Counter) Kills() (int64, bool) {
+	for _, name := range counterFiles {
+		if n, ok := readCounter(filepath.Join(c.Root, name)); ok {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+func readCounter(path string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == "oom_kill" {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// Watch is the counter at the start of a process.
+type Watch struct {
+	c     Counter
+	start int64
+	ok    bool
+}
+
+// Start reads the counter before a process starts.
+func (c Counter) Start() Watch {
+	n, ok := c.Kills()
+	return Watch{c: c, start: n, ok: ok}
+}
+
+// Reason returns Reason when a process that ended with exitCode was OOM-killed (see the package
+// comment), else "".
+func (w Watch) Reason(exitCode int) string {
+	if !w.ok || exitCode != exitSIGKILL {
+		return ""
+	}
+	if n, ok := w.c.Kills(); ok && n > w.start {
+		return Reason
+	}
+	return ""
+}

@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/errdefs"
+)
+
+// containmentAttack is one resource attack run in sandbox a while hutchd, a's agent and a
+// second sandbox b must keep answering.
+type containmentAttack struct {
+	name string
+	// instanceType, when set, runs the attack in a sandbox of its own of that type.
+	instanceType string
+	// cmd runs in a with timeout; the attack lasts until it ends.
+	cmd     string
+	timeout time.Duration
+	// before prepares (optional); check judges the attack's result (err is the Exec error).
+	before func(t *testing.T, a *client.Sandbox)
+	check  func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error)
+	after  func(t *testing.T, a *client.Sandbox)
+}
+
+var containmentAttacks = []containmentAttack{
+	{
+		name: "fork bomb",
+		cmd: `python3 -c '
+import os
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+'`,
+		timeout: 15 * time.Second,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) {
+				t.Errorf("fork bomb: %v; want COMMAND_TIMEOUT", err)
+			}
+			assertNoProcessEventually(t, a, "python3")
+		},
+	},
+	{
+		name:    "allocate past the memory limit",
+		cmd:     `python3 -c 'b = bytearray(600 * 2**20); print(len(b))'`,
+		timeout: 2 * time.Minute,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.ExitCode != 137 || res.Reason != "oom-killed" {
+				t.Errorf("600 MiB in a 256 MiB sandbox: exit %d reason %q; want 137 oom-killed", res.ExitCode, res.Reason)
+			}
+			// A background process reports it too, and a plain SIGKILL does not.
+			p, err := a.StartProcess(ctxT(t, time.Minute), `python3 -c 'b = bytearray(600 * 2**20)'`, client.ProcessOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := p.WaitForExit(ctxT(t, 2*time.Minute), 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.Refresh(ctxT(t, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.ExitCode == nil || *got.ExitCode != 137 || got.Reason != "oom-killed" {
+				t.Errorf("background process: %+v; want exit 137 reason oom-killed", got)
+			}
+			res, err = a.Exec(ctxT(t, time.Minute), "kill -9 $$", nil)
+			if err != nil || res.ExitCode != 137 || res.Reason != "" {
+				t.Errorf("plain SIGKILL: %+v, %v; want exit 137 without a reason", res, err)
+			}
+		},
+	},
+	{
+		name: "fill the disk",
+		// Most of the free space at once (no data written), then writes until ENOSPC.
+		cmd:     `fallocate -l $(( $(df --output=avail -B1 /workspace | tail -1) - 32*1024*1024 )) /workspace/fill && dd if=/dev/zero of=/workspace/fill2 bs=1M 2>&1 | head -1; df -h /workspace | tail -1`,
+		timeout: 3 * time.Minute,
+		before: func(t *testing.T, a *client.Sandbox) {
+			var st unix.Statfs_t
+			if err := unix.Statfs("/", &st); err != nil {
+				t.Fatal(err)
+			}
+			hostFreeBefore = int64(st.Bavail) * st.Bsize
+		},
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out := string(res.Stdout); !strings.Contains(out, "No space left on device") {
+				t.Errorf("disk fill: %q; want ENOSPC inside", out)
+			}
+			var st unix.Statfs_t
+			if err := unix.Statfs("/", &st); err != nil {
+				t.Fatal(err)
+			}
+			// The data volume's space was reserved up front: filling it takes nothing from the
+			// host's disk. Other work on the host may write meanwhile; 1 GiB is far less than
+			// what the sandbox wrote.
+			if drop := hostFreeBefore - int64(st.Bavail)*st.Bsize; drop > 1<<30 {
+				t.Errorf("the host's free space dropped by %d MiB while the sandbox filled its disk", drop>>20)
+			}
+		},
+		after: func(t *testing.T, a *client.Sandbox) {
+			mustExec(t, a, "rm -f /workspace/fill /workspace/fill2")
+		},
+	},
+	{
+		name:    "print 1 GiB to stdout",
+		cmd:     "head -c 1G /dev/zero",
+		timeout: 5 * time.Minute,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Truncated || len(res.Stdout) != 16<<20 || res.ExitCode != 0 {
+				t.Errorf("1 GiB of output: truncated=%v, %d bytes, exit %d; want cut at 16 MiB", res.Truncated, len(res.Stdout), res.ExitCode)
+			}
+		},
+	},
+	{
+		name: "open 100,000 files",
+		cmd: `python3 -c '
+import os
+fds = []
+try:
+    while len(fds) < 100000:
+        fds.append(os.open("/dev/null", os.O_RDONLY))
+    print("OPENED", len(fds))
+except OSError as e:
+    print("STOPPED", len(fds), e.errno)
+'`,
+		timeout: 2 * time.Minute,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := strings.TrimSpace(string(res.Stdout))
+			if !strings.HasPrefix(out, "STOPPED") || !strings.HasSuffix(out, " 24") {
+				t.Errorf("100,000 files: %q; want STOPPED at RLIMIT_NOFILE with EMFILE (24)", out)
+			}
+		},
+	},
+	{
+		// In a sandbox whose CPU quota (4 CPUs) exceeds this host's: only cpu.shares keeps
+		// it from taking every CPU from the others.
+		name:         "spin every CPU",
+		instanceType: "standard-4",
+		cmd:          `for i in $(seq 16); do timeout 20 sh -c 'while :; do :; done' & done; wait; echo spun`,
+		timeout:      2 * time.Minute,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+}
+
+// hostFreeBefore is the host's free space before the disk fill attack.
+var hostFreeBefore int64
+
+// TestContainment runs each resource attack in one sandbox and asserts that it is contained
+// and that, while it runs, hutchd, the attacked sandbox's agent and a second sandbox answer.
+// The only time bounds are generous hang detectors.
+func TestContainment(t *testing.T) {
+	requireEnv(t)
+	for _, rt := range testRuntimes() {
+		t.Run(rt, func(t *testing.T) {
+			a := sandbox(t, "e2e-contain-a-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
+			b := sandbox(t, "e2e-contain-b-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
+			mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")
+			for _, at := range containmentAttacks {
+				t.Run(at.name, func(t *testing.T) {
+					a := a
+					if at.instanceType != "" {
+						a = sandbox(t, "e2e-contain-c-"+rt, withRuntime(&client.SandboxOptions{InstanceType: at.instanceType}, rt))
+						mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")
+					}
+					if at.before != nil {
+						at.before(t, a)
+					}
+					var (
+						res  *client.ExecResult
+						err  error
+						done = make(chan struct{})
+					)
+					go func() {
+						defer close(done)
+						res, err = a.Exec(ctxT(t, at.timeout+time.Minute), at.cmd, &client.ExecOptions{Timeout: at.timeout})
+					}()
+					// Let the attack take hold, then check that everything else answers.
+					time.Sleep(3 * time.Second)
+					answered := keepAnswering(t, a, b, done)
+					<-done
+					if at.after != nil {
+						defer at.after(t, a)
+					}
+					at.check(t, a, res, err)
+					if answered == 0 {
+						t.Error("no probe round ran during the attack")
+					}
+					if got := mustExec(t, a, "echo alive"); got != "alive\n" {
+						t.Fatalf("after the attack: %q", got)
+					}
+					if ps := processes(t, a); !strings.Contains(ps, "sleep 100000") {
+						t.Fatalf("the attacked sandbox restarted or lost its processes:\n%s", ps)
+					}
+				})
+			}
+		})
+	}
+}
+
+// keepAnswering probes hutchd, a's agent and an exec in b until done is closed (at least once),
+// and returns the number of rounds; a probe that fails or takes over a minute fails the test.
+func keepAnswering(t *testing.T, a, b *client.Sandbox, done <-chan struct{}) int {
+	t.Helper()
+	rounds := 0
+	for {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []string
+		fail := func(what string, err error) {
+			mu.Lock()
+			errs = append(errs, fmt.Sprintf("%s: %v", what, err))
+			mu.Unlock()
+		}
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Get(d.URL() + "/v1/health")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					err = fmt.Errorf("status %d", resp.StatusCode)
+				}
+			}
+			if err != nil {
+				fail("hutchd health", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := a.Ping(ctxT(t, time.Minute)); err != nil {
+				fail("attacked sandbox's agent ping", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			res, err := b.Exec(ctxT(t, time.Minute), "echo neighbour", nil)
+			if err == nil && string(res.Stdout) != "neighbour\n" {
+				err = fmt.Errorf("stdout %q", res.Stdout)
+			}
+			if err != nil {
+				fail("exec in the second sandbox", err)
+			}
+		}()
+		wg.Wait()
+		rounds++
+		if len(errs) > 0 {
+			t.Errorf("during the attack: %s", strings.Join(errs, "; "))
+		}
+		select {
+		case <-done:
+			return rounds
+		case <-time.After(time.Second):
+		}
+	}
+}
