@@ -28,6 +28,7 @@
 //	go run ./test/bench -headline [-hn 3] [-type standard-1]
 //	go run ./test/bench -gvisor [-n 20] [-m 200] [-type standard-1]
 //	go run ./test/bench -fairness [-m 200] [-type standard-1]
+//	go run ./test/bench -egress [-m 200]   (egress proxy vs direct; see egress.go)
 //
 // With -gvisor it compares sandboxes of the gvisor runtime with runc ones of the same hutchd
 // (create → first exec, exec round trip); see gvisor.go.
