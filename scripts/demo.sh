@@ -12,7 +12,8 @@ bash scripts/host-setup.sh
 
 STATE_DIR=${HUTCH_STATE_DIR:-/var/lib/hutch}
 LISTEN=${HUTCH_LISTEN:-127.0.0.1:7411}
-GIT_ADDR=127.0.0.1:8418
+# The examples' local git server; hutchd routes git.internal to it (an operator upstream).
+GIT_ADDR=${HUTCH_DEMO_GIT_ADDR:-127.0.0.1:8418}
 
 echo "==> building into ./bin"
 make -s build
@@ -41,4 +42,6 @@ echo "==> running examples/agent-session"
 ./bin/agent-session --git-listen "$GIT_ADDR" --git-host git.internal
 echo "==> running examples/dev-server"
 ./bin/dev-server --browser "$(command -v chromium)"
-echo "==> hutchd keeps running (pid $(pgrep -of '^./bin/hutchd ' || echo ?)); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo, ./bin/hutch ps dev-server-demo, ./bin/hutch ports dev-server-demo"
+# hutchd writes its pid in <state>/hutchd.json (the CLI's discovery file).
+pid=$(sed -n 's/.*"pid": *\([0-9]*\).*/\1/p' "$STATE_DIR/hutchd.json" 2>/dev/null || true)
+echo "==> hutchd keeps running (pid ${pid:-?}); try: ./bin/hutch exec agent-session-47 -- ls /workspace/node-demo, ./bin/hutch ps dev-server-demo, ./bin/hutch ports dev-server-demo"
