@@ -95,6 +95,10 @@ type Config struct {
 	// through another port (a load balancer on 443, say). Default: the listener's port; 80 for
 	// http and 443 for https are omitted from URLs.
 	PreviewPublicPort int `json:"previewPublicPort"`
+	// APIRateLimit is how many API requests per second one client address may start on average
+	// (bursts of 5× that); -1 turns the limit off. Streams already open are never throttled.
+	// Default 1000.
+	APIRateLimit int `json:"apiRateLimit"`
 	// ProcessLogBytes is the default per-stream log buffer of a background process, in bytes
 	// (older output is dropped past it, with a marker). Default 4 MiB.
 	ProcessLogBytes int `json:"processLogBytes"`
@@ -191,6 +195,7 @@ func Defaults() Config {
 		PreviewListen:    "127.0.0.1:7412",
 		PreviewDomain:    "localhost",
 		ProcessLogBytes:  4 << 20,
+		APIRateLimit:     1000,
 		ProcessRetention: Duration(time.Hour),
 		LogLevel:         "info",
 		BlobStore:        "local",
@@ -236,6 +241,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	previewCert := fs.String("preview-tls-cert", "", "PEM certificate for the preview listener (env HUTCH_PREVIEW_TLS_CERT)")
 	previewKey := fs.String("preview-tls-key", "", "PEM key for the preview listener (env HUTCH_PREVIEW_TLS_KEY)")
 	previewPublicPort := fs.Int("preview-public-port", 0, "port written into preview URLs (env HUTCH_PREVIEW_PUBLIC_PORT)")
+	apiRate := fs.Int("api-rate-limit", 0, "API requests per second per client address, bursts of 5x; -1 off (env HUTCH_API_RATE_LIMIT; default 1000)")
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
@@ -359,7 +365,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		flag int
 		env  string
 	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
-		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"}} {
+		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
+		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -486,6 +493,9 @@ func (c Config) Validate() error {
 	}
 	if c.PreviewPublicPort < 0 || c.PreviewPublicPort > 65535 {
 		bad("preview public port %d out of range", c.PreviewPublicPort)
+	}
+	if c.APIRateLimit < -1 || c.APIRateLimit == 0 {
+		bad("API rate limit %d: want requests per second (at least 1) or -1 for off", c.APIRateLimit)
 	}
 	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
 		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)

@@ -208,6 +208,11 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
 	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
+	if cfg.APIRateLimit < 0 {
+		api.SetRateLimit(0, 0)
+	} else {
+		api.SetRateLimit(float64(cfg.APIRateLimit), 5*cfg.APIRateLimit)
+	}
 	api.SetBackups(bk)
 	api.SetSnapshots(snaps)
 	api.SetSecrets(secretsAPI{Store: secrets, db: st})

@@ -12,11 +12,13 @@ import (
 )
 
 // Rate limit defaults: a client (one remote IP address) may start DefaultRate requests per
-// second on average and DefaultBurst at once. Generous for SDKs and the console, which run many
-// calls in parallel; an abuser (or a token guesser) gets 429 RATE_LIMITED.
+// second on average and DefaultBurst at once. Generous for SDKs, orchestrators driving many
+// sandboxes from one host, and the console, which run many calls in parallel (the e2e suite
+// alone passes 100/s); an abuser (or a token guesser) gets 429 RATE_LIMITED. hutchd's
+// --api-rate-limit changes it.
 const (
-	DefaultRate  = 100.0
-	DefaultBurst = 1000
+	DefaultRate  = 1000.0
+	DefaultBurst = 5000
 )
 
 // bucketIdle is how long an untouched, full bucket is kept.
