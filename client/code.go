@@ -115,7 +115,8 @@ type CodeEvent struct {
 
 // CreateCodeContext starts an interpreter (POST /v1/sandboxes/{id}/contexts). Errors:
 // INVALID_LANGUAGE, INVALID_PATH (cwd), VALIDATION_FAILED (env), CONTEXT_LIMIT_EXCEEDED,
-// INTERPRETER_NOT_AVAILABLE (the language's interpreter is missing from the image).
+// INTERPRETER_NOT_AVAILABLE (the language's interpreter is missing from the image),
+// INTERPRETER_START_TIMEOUT (it did not start in time; retry).
 func (s *Sandbox) CreateCodeContext(ctx context.Context, opts CodeContextOptions) (CodeContext, error) {
 	var c CodeContext
 	if err := s.do(ctx, http.MethodPost, "/contexts", opts, &c); err != nil {

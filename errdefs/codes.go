@@ -104,6 +104,10 @@ const (
 	CodeEgressMisdirected          Code = "EGRESS_MISDIRECTED_REQUEST"   // Host differs from the TLS SNI of an intercepted connection (421)
 	CodeEgressHandlerUnavailable   Code = "EGRESS_HANDLER_UNAVAILABLE"   // an operator handler could not be reached (502)
 	CodeEgressHandlerTimeout       Code = "EGRESS_HANDLER_TIMEOUT"       // an operator handler sent no response headers in time (504)
+	// CodeEgressUnredactable: a response that must be redacted (a secret was injected or
+	// swapped into the request) arrived in a content encoding the proxy cannot decode and scan
+	// (502; nothing of the body is sent).
+	CodeEgressUnredactable Code = "EGRESS_RESPONSE_UNREDACTABLE"
 
 	// Blob store (internal/blob: backups, snapshot layers).
 	CodeBlobNotFound Code = "BLOB_NOT_FOUND" // no blob under the key
@@ -133,6 +137,9 @@ const (
 	CodeContextNotFound    Code = "CONTEXT_NOT_FOUND"         // unknown code context ID
 	CodeContextLimit       Code = "CONTEXT_LIMIT_EXCEEDED"    // too many code contexts in the sandbox; context {max}
 	CodeInterpreterMissing Code = "INTERPRETER_NOT_AVAILABLE" // the language's interpreter is missing from the image or failed to start
+	// CodeInterpreterStartTimeout: the interpreter exists but did not become ready in time
+	// (an overloaded sandbox); retrying later may work. Context {interpreter, timeout}.
+	CodeInterpreterStartTimeout Code = "INTERPRETER_START_TIMEOUT"
 )
 
 type codeInfo struct {
@@ -197,10 +204,11 @@ var codes = map[Code]codeInfo{
 	CodeGitTargetExists:   {ErrAlreadyExists, http.StatusConflict},
 	CodeGitCloneFailed:    {ErrInternal, http.StatusInternalServerError},
 
-	CodeInvalidLanguage:    {ErrInvalidArgument, http.StatusBadRequest},
-	CodeContextNotFound:    {ErrNotFound, http.StatusNotFound},
-	CodeContextLimit:       {ErrResourceExhausted, http.StatusTooManyRequests},
-	CodeInterpreterMissing: {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeInvalidLanguage:         {ErrInvalidArgument, http.StatusBadRequest},
+	CodeContextNotFound:         {ErrNotFound, http.StatusNotFound},
+	CodeContextLimit:            {ErrResourceExhausted, http.StatusTooManyRequests},
+	CodeInterpreterMissing:      {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeInterpreterStartTimeout: {ErrUnavailable, http.StatusServiceUnavailable},
 
 	CodeProcessNotFound:     {ErrNotFound, http.StatusNotFound},
 	CodeProcessExists:       {ErrAlreadyExists, http.StatusConflict},
@@ -227,6 +235,7 @@ var codes = map[Code]codeInfo{
 	CodeEgressMisdirected:          {ErrInvalidArgument, http.StatusMisdirectedRequest},
 	CodeEgressHandlerUnavailable:   {ErrUnavailable, http.StatusBadGateway},
 	CodeEgressHandlerTimeout:       {ErrDeadlineExceeded, http.StatusGatewayTimeout},
+	CodeEgressUnredactable:         {ErrUnavailable, http.StatusBadGateway},
 
 	CodeBlobNotFound: {ErrNotFound, http.StatusNotFound},
 

@@ -82,7 +82,7 @@ func (s *Server) createContext(ctx context.Context, body contextCreateRequest) (
 
 // handleContextCreate: POST /api/contexts {language, cwd?, envVars?} → 201 {id, language, cwd,
 // createdAt}. Errors: INVALID_LANGUAGE, INVALID_PATH, VALIDATION_FAILED, CONTEXT_LIMIT_EXCEEDED,
-// INTERPRETER_NOT_AVAILABLE.
+// INTERPRETER_NOT_AVAILABLE, INTERPRETER_START_TIMEOUT.
 func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request, _ string) error {
 	var body contextCreateRequest
 	if err := decode(w, r, &body); err != nil {

@@ -34,6 +34,9 @@
   }
   const CMD_FD = reopen(3, fs.constants.O_RDONLY);
   const EVT_FD = reopen(4, fs.constants.O_WRONLY);
+  // Copies of fds 1 and 2 (the pipes the agent reads): the end-of-run markers go there, and
+  // fds 1 and 2 are reopened from them when the code closed them.
+  const OUT_COPIES = [1, 2].map((fd) => { try { return fs.openSync('/proc/self/fd/' + fd, fs.constants.O_WRONLY); } catch (_) { return fd; } });
   const DRIVER = 'hutch-js-driver.js';
 
   function writeAll(fd, s) {
@@ -319,37 +322,75 @@
     if (pendingInterrupt) pendingInterrupt();
   });
   process.on('uncaughtException', (e) => {
-    try { errStream.write('Uncaught ' + (e && e.stack ? e.stack : util.inspect(e)) + '\n'); } catch (_) { /* fd 4 gone */ }
+    try { errStream.write('Uncaught ' + describe(e) + '\n'); } catch (_) { /* fd 4 gone */ }
   });
   process.on('unhandledRejection', (e) => {
-    try { errStream.write('Unhandled promise rejection: ' + (e && e.stack ? e.stack : util.inspect(e)) + '\n'); } catch (_) { /* fd 4 gone */ }
+    try { errStream.write('Unhandled promise rejection: ' + describe(e) + '\n'); } catch (_) { /* fd 4 gone */ }
   });
+
+  // ---- describing values that may throw on every access -----------------------------------
+  function attempt(f, fallback) {
+    try { return f(); } catch (_) { return fallback; }
+  }
+  function safeString(v, fallback) {
+    try {
+      const s = String(v);
+      if (typeof s === 'string') return s;
+    } catch (_) { /* a throwing toString, a Proxy, a Symbol.toPrimitive */ }
+    return fallback;
+  }
+  function safeInspect(v, opts) {
+    try {
+      const s = util.inspect(v, opts);
+      if (typeof s === 'string') return s;
+    } catch (_) { /* a throwing getter of an Error, a throwing custom inspect */ }
+    return attempt(() => Object.prototype.toString.call(v), '<unprintable value>');
+  }
+  function describe(e) {
+    const stack = attempt(() => (e && e.stack), undefined);
+    return typeof stack === 'string' ? stack : safeInspect(e);
+  }
 
   function cleanStack(stack) {
     // Frames of the driver and of node's own modules are not the user's.
     return String(stack).split('\n').filter((l) => !(l.includes(DRIVER) || l.includes('(node:') || /^\s*at node:/.test(l))).map((l) => l.replace(/\s+$/, ''));
   }
+  // errorEvent describes a thrown value as an error event. It never throws: a value whose
+  // properties, proxy traps or toString throw gets the best description that works (at worst
+  // name "Error", value "<unprintable thrown value>").
   function errorEvent(e, interrupted) {
-    if (e instanceof Error || (e && typeof e === 'object' && typeof e.stack === 'string' && 'message' in e)) {
-      let name = e.name || 'Error';
-      let value = String(e.message);
-      if (interrupted || e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
+    try {
+      return errorEventOf(e, interrupted);
+    } catch (_) {
+      return { type: 'error', name: interrupted ? 'InterruptError' : 'Error', value: '<unprintable thrown value>', traceback: [] };
+    }
+  }
+  function errorEventOf(e, interrupted) {
+    const obj = e !== null && (typeof e === 'object' || typeof e === 'function');
+    const stack = obj ? attempt(() => e.stack, undefined) : undefined;
+    const isError = obj && (attempt(() => e instanceof Error, false) || (typeof stack === 'string' && attempt(() => 'message' in e, false)));
+    if (isError) {
+      let name = safeString(attempt(() => e.name, undefined) || 'Error', 'Error');
+      let value = safeString(attempt(() => e.message, ''), '<unprintable message>');
+      if (interrupted || attempt(() => e.code, undefined) === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
         name = 'InterruptError';
         value = 'execution interrupted; the context keeps its state';
       }
-      let tb = cleanStack(e.stack || name + ': ' + value).map((l) => clip(l, MAX_CHUNK));
+      let tb = cleanStack(typeof stack === 'string' ? stack : name + ': ' + value).map((l) => clip(l, MAX_CHUNK));
       if (tb.reduce((n, l) => n + l.length, 0) > MAX_ERROR) tb = tb.slice(0, 1).concat(['[hutch: traceback too large: left out]']);
-      return { type: 'error', name: clip(String(name), MAX_CHUNK), value: clip(value, MAX_ERROR), traceback: tb };
+      return { type: 'error', name: clip(name, MAX_CHUNK), value: clip(value, MAX_ERROR), traceback: tb };
     }
-    const text = clip('Uncaught ' + util.inspect(e), MAX_ERROR);
+    const shown = safeInspect(e);
+    const text = clip('Uncaught ' + (shown === '<unprintable value>' ? '<unprintable thrown value>' : shown), MAX_ERROR);
     return { type: 'error', name: 'Error', value: text, traceback: [text] };
   }
 
   function resultEvent(v) {
     if (v === undefined) return null;
     const data = { 'text/plain': util.inspect(v, { colors: false, depth: 4, maxArrayLength: 200 }) };
-    const proto = v !== null && typeof v === 'object' ? Object.getPrototypeOf(v) : undefined;
-    if (Array.isArray(v) || proto === Object.prototype || proto === null) {
+    // A Proxy's traps may throw: such a value is shown as text only.
+    const proto = v !== null && typeof v === 'object' ? attempt(() => Object.getPrototypeOf(v), undefined) : undefined;
+    if (attempt(() => Array.isArray(v), false) || proto === Object.prototype || proto === null) {
       // Plain objects and arrays only: JSON.stringify of a Map, a Set or a class instance with
       // private state says too little.
       try {
@@ -423,6 +464,25 @@
     setModuleGlobals();
   }
 
+  // restoreStdio reopens fds 0, 1 and 2 when the code closed them (in this order: an open takes
+  // the lowest free number), so that later child processes find them. They are close-on-exec
+  // (node opens so); libuv clears that when a child inherits them.
+  function restoreStdio() {
+    const sources = ['/dev/null', '/proc/self/fd/' + OUT_COPIES[0], '/proc/self/fd/' + OUT_COPIES[1]];
+    for (let fd = 0; fd < 3; fd++) {
+      try {
+        fs.fstatSync(fd);
+        continue;
+      } catch (e) {
+        if (e.code !== 'EBADF') continue;
+      }
+      try {
+        const got = fs.openSync(sources[fd], fd === 0 ? fs.constants.O_RDONLY : fs.constants.O_WRONLY);
+        if (got !== fd) fs.closeSync(got); // a lower one is free after all
+      } catch (_) { /* nothing to do */ }
+    }
+  }
+
   const rl = readline.createInterface({ input: fs.createReadStream(null, { fd: CMD_FD }), crlfDelay: Infinity });
   const queue = [];
   let busy = false;
@@ -433,9 +493,15 @@
       const cmd = queue.shift();
       if (cmd.op === 'run') {
         nonce = cmd.n;
-        await run(cmd.code);
-        for (const fd of [1, 2]) {
-          try { writeAll(fd, SYNC(nonce)); } catch (_) { /* closed by the code */ }
+        try {
+          await run(cmd.code);
+        } catch (e) {
+          // A driver bug must not lose "done": the agent waits for it.
+          send({ type: 'error', name: 'InternalError', value: 'hutch: the driver failed to finish the run: ' + safeString(e, '<unprintable>'), traceback: [] });
+        }
+        restoreStdio();
+        for (const fd of OUT_COPIES) {
+          try { writeAll(fd, SYNC(nonce)); } catch (_) { /* the pipe is gone */ }
         }
         send({ type: 'done' });
       } else if (cmd.op === 'configure') {

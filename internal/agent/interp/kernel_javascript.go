@@ -49,7 +49,7 @@ type JSConfig struct {
 // (text/plain by util.inspect, plus application/json for objects and arrays that
 // JSON.stringify accepts). Factory errors: INVALID_PATH (cwd is not a directory),
 // VALIDATION_FAILED (a bad env name), INTERPRETER_NOT_AVAILABLE (node missing or died
-// while starting).
+// while starting), INTERPRETER_START_TIMEOUT (not ready within 30 s).
 func NewJavaScriptFactory(cfg JSConfig) KernelFactory {
 	return newJSFactory(cfg, false)
 }

@@ -132,7 +132,8 @@ func prepareStart(interpreter, name, cwd, workdir string, env map[string]string)
 }
 
 // startProc starts a driver with env added to spec.env and waits for its ready event.
-// Errors: INTERPRETER_NOT_AVAILABLE (spec.startErr's, or the process could not start), ctx's.
+// Errors: INTERPRETER_NOT_AVAILABLE (spec.startErr's, or the process could not start),
+// INTERPRETER_START_TIMEOUT (no ready event within spec.startTimeout), ctx's.
 func startProc(ctx context.Context, spec procSpec, env map[string]string, log *slog.Logger) (*kernelProc, error) {
 	spec.env = slices.Clone(spec.env)
 	for k, v := range env {
@@ -218,7 +219,8 @@ func (k *kernelProc) awaitReady(ctx context.Context) error {
 		k.mu.Unlock()
 		return k.spec.startErr(msg)
 	case <-t.C:
-		return errdefs.Newf(errdefs.CodeInterpreterMissing, "the %s kernel did not start within %s", k.spec.lang, k.spec.startTimeout).With("interpreter", k.spec.lang)
+		return errdefs.Newf(errdefs.CodeInterpreterStartTimeout, "the %s kernel did not start within %s (the sandbox may be overloaded; try again)", k.spec.lang, k.spec.startTimeout).
+			With("interpreter", k.spec.lang).With("timeout", k.spec.startTimeout.String())
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -474,10 +476,13 @@ func (k *kernelProc) exec(code string, count int, emit func(Event)) (int, error)
 // Interrupt implements Kernel: SIGINT to the interpreter while a run is in progress (to its
 // main thread when spec.mainThread: where Python runs its handlers and where a blocking call
 // must see EINTR).
+//
+// The signal is sent with k.mu held, so never after exec marked the run over: a late SIGINT
+// cannot reach the next run. (The drivers drop a SIGINT that arrives outside user code.)
 func (k *kernelProc) Interrupt() error {
 	k.mu.Lock()
+	defer k.mu.Unlock()
 	running, closed, pid := k.running, k.closed, k.pid
-	k.mu.Unlock()
 	if !running || closed || pid <= 0 {
 		return nil
 	}

@@ -39,7 +39,8 @@ type PythonConfig struct {
 // its own session (setsid), at nice 19 and oom_score_adj 500 like other commands, running
 // IPython. Factory errors: INVALID_PATH (cwd is not a
 // directory), VALIDATION_FAILED (a bad env name), INTERPRETER_NOT_AVAILABLE (python3 or
-// IPython missing, or the interpreter died while starting; the message says which).
+// IPython missing, or the interpreter died while starting; the message says which),
+// INTERPRETER_START_TIMEOUT (not ready within 60 s).
 func NewPythonFactory(cfg PythonConfig) KernelFactory {
 	if cfg.Python == "" {
 		cfg.Python = "python3"

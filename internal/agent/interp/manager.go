@@ -56,6 +56,7 @@ type Manager struct {
 	factories map[string]KernelFactory // guarded by mu
 	pools     map[string]*pool         // guarded by mu
 	contexts  map[string]*codeContext  // guarded by mu
+	starting  int                      // guarded by mu; Creates that hold a slot while their kernel starts
 	closed    bool                     // guarded by mu
 	wg        sync.WaitGroup           // pool refills
 }
@@ -206,36 +207,36 @@ func (m *Manager) startKernel(ctx context.Context, lang, cwd string, env map[str
 }
 
 // Create starts a context of lang with cwd ("" means the kernel's default) and env (added to
-// the sandbox environment). Errors: INVALID_LANGUAGE, CONTEXT_LIMIT_EXCEEDED, and the
-// factory's (INTERPRETER_NOT_AVAILABLE, INVALID_PATH for a bad cwd).
+// the sandbox environment). A slot is reserved before the kernel starts, so concurrent creates
+// never start more than Config.MaxContexts kernels: the ones past the limit fail at once.
+// Errors: INVALID_LANGUAGE, CONTEXT_LIMIT_EXCEEDED, UNAVAILABLE (the manager is closed), and
+// the factory's (INTERPRETER_NOT_AVAILABLE, INTERPRETER_START_TIMEOUT, INVALID_PATH for a bad
+// cwd).
 func (m *Manager) Create(ctx context.Context, lang, cwd string, env map[string]string) (Context, error) {
 	m.mu.Lock()
-	_, ok := m.factories[lang]
-	n := len(m.contexts)
-	m.mu.Unlock()
-	if !ok {
-		m.mu.Lock()
+	if _, ok := m.factories[lang]; !ok {
 		defer m.mu.Unlock()
 		return Context{}, m.invalidLanguage(lang)
 	}
-	if n >= m.cfg.MaxContexts {
+	if len(m.contexts)+m.starting >= m.cfg.MaxContexts {
+		m.mu.Unlock()
 		return Context{}, errdefs.Newf(errdefs.CodeContextLimit, "at most %d code contexts may be alive; delete one first", m.cfg.MaxContexts).With("max", m.cfg.MaxContexts)
 	}
+	m.starting++
+	m.mu.Unlock()
 	k, err := m.startKernel(ctx, lang, cwd, env)
+	m.mu.Lock()
+	m.starting--
 	if err != nil {
+		m.mu.Unlock()
 		return Context{}, err
 	}
-	c := &codeContext{info: Context{ID: newID(), Language: lang, Cwd: cwd, CreatedAt: time.Now().UTC()}, env: maps.Clone(env), kernel: k}
-	m.mu.Lock()
-	if m.closed || len(m.contexts) >= m.cfg.MaxContexts {
-		closed := m.closed
+	if m.closed {
 		m.mu.Unlock()
 		_ = k.Close()
-		if closed {
-			return Context{}, errdefs.New(errdefs.CodeUnavailable, "the code interpreter is shutting down")
-		}
-		return Context{}, errdefs.Newf(errdefs.CodeContextLimit, "at most %d code contexts may be alive; delete one first", m.cfg.MaxContexts).With("max", m.cfg.MaxContexts)
+		return Context{}, errdefs.New(errdefs.CodeUnavailable, "the code interpreter is shutting down")
 	}
+	c := &codeContext{info: Context{ID: newID(), Language: lang, Cwd: cwd, CreatedAt: time.Now().UTC()}, env: maps.Clone(env), kernel: k}
 	m.contexts[c.info.ID] = c
 	m.mu.Unlock()
 	return c.info, nil

@@ -4,23 +4,27 @@
 #   {"op":"run","n":N,"code":"..."} -> stdout/stderr/result/error events, then {"n":N,"type":"done","count":C}
 # Commands come on fd 3 and events leave on fd 4, both moved at once to close-on-exec
 # descriptors at a random number above 300 (fds 3 and 4 are closed), so child processes do not
-# inherit them. fd 1 and 2 stay pipes read by the agent (output of child processes);
+# inherit them. fd 1 and 2 stay pipes read by the agent (output of child processes; the driver
+# keeps hidden copies for its end-of-run markers and reopens them when the code closed them);
 # sys.stdout/sys.stderr are replaced by writers that send events at once.
 import io, json, os, re, signal, sys, threading
 
 
-def _hide(fd):
+def _hide(fd, close=True):
     import fcntl, random
     try:
         new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.randrange(300, 900))
     except OSError:
         new = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
-    os.close(fd)
+    if close:
+        os.close(fd)
     return new
 
 
 _cmd = os.fdopen(_hide(3), "r", encoding="utf-8")
 _evt = os.fdopen(_hide(4), "w", encoding="utf-8")
+# Copies of fds 1 and 2 (the pipes the agent reads): the end-of-run markers are written there.
+_out1, _out2 = _hide(1, False), _hide(2, False)
 del _hide
 _lock = threading.Lock()
 _ansi = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
@@ -92,9 +96,27 @@ def error_event(name, value, lines):
 
 def safe_str(value):
     try:
-        return str(value)
+        s = str(value)
+        if isinstance(s, str):
+            return s
     except BaseException:
-        return "<exception str() failed>"
+        pass
+    return "<exception str() failed>"
+
+
+def safe_type_name(t):
+    """t.__name__, or "Exception" when it fails (a metaclass's __name__ property)."""
+    try:
+        n = t.__name__
+        if isinstance(n, str):
+            return n
+    except BaseException:
+        pass
+    return "Exception"
+
+
+def safe_name(e):
+    return safe_type_name(type(e))
 
 
 class Stream(io.TextIOBase):
@@ -226,11 +248,11 @@ def showtraceback(exc_tuple=None, filename=None, tb_offset=None, exception_only=
         try:
             stb = traceback.format_exception(etype, value, tb)
         except BaseException:
-            stb = ["%s: %s" % (etype.__name__, safe_str(value))]
+            stb = ["%s: %s" % (safe_type_name(etype), safe_str(value))]
     lines = []
     for part in stb:
         lines.extend(_ansi.sub("", part).split("\n"))
-    _err[0] = error_event(etype.__name__, safe_str(value), lines)
+    _err[0] = error_event(safe_type_name(etype), safe_str(value), lines)
 
 
 shell.showtraceback = showtraceback
@@ -244,7 +266,7 @@ def showsyntaxerror(filename=None, running_compiled_code=False):
     lines = []
     for part in traceback.format_exception_only(etype, value):
         lines.extend(part.rstrip("\n").split("\n"))
-    _err[0] = error_event(etype.__name__, safe_str(value), lines)
+    _err[0] = error_event(safe_type_name(etype), safe_str(value), lines)
 
 
 shell.showsyntaxerror = showsyntaxerror
@@ -268,27 +290,55 @@ def flush_figures():
         send({"type": "stderr", "text": "hutch: could not render a figure: %s\n" % e})
 
 
+# Where SIGINT is delivered: only user code gets a KeyboardInterrupt. A SIGINT that arrives
+# while the driver reads a command, finishes a run (events, markers, "done") or sits between
+# runs is dropped: a KeyboardInterrupt there would lose the run's "done" and wedge the run.
+# Blocking the signal is not enough: a SIGINT caught just before the block still runs its
+# Python handler at the next bytecode, wherever that is. One that arrives after a run command
+# was read but before its code started is kept and raised when the code starts.
+_IDLE, _ARMED, _USER = 0, 1, 2
+_sigstate = [_IDLE]
+_pending = [False]
+_done = [False]  # "done" was sent for the run in progress
+
+
+def _on_sigint(signum, frame):
+    if _sigstate[0] == _USER:
+        raise KeyboardInterrupt
+    if _sigstate[0] == _ARMED:
+        _pending[0] = True
+
+
 def run(code):
     _err[0] = None
-    _count[0] = shell.execution_count
+    res = None
     try:
-        res = shell.run_cell(code, store_history=True)
+        _count[0] = shell.execution_count
+        try:
+            _sigstate[0] = _USER
+            if _pending[0]:
+                raise KeyboardInterrupt
+            res = shell.run_cell(code, store_history=True)
+        finally:
+            _sigstate[0] = _IDLE
+            _pending[0] = False
     except BaseException:
         # KeyboardInterrupt, ValueError for NUL bytes (raised before IPython's own handling),
         # or an exception of a display hook or of showing an exception: the run's error.
+        _sigstate[0] = _IDLE
         try:
             showtraceback()
         except BaseException:
             e = sys.exc_info()[1]
-            _err[0] = error_event(type(e).__name__, safe_str(e), [])
+            _err[0] = error_event(safe_name(e), safe_str(e), [])
         res = None
-    # From here to "done" an interrupt is held; one that arrives is raised (and ignored) in
-    # main() after "done" was sent.
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         finish(res)
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    except BaseException:
+        # A driver failure must not lose "done" (main sends it): the agent waits for it.
+        e = sys.exc_info()[1]
+        send(error_event("InternalError", "hutch: the driver failed to finish the run: %s: %s"
+                         % (safe_name(e), safe_str(e)), []))
 
 
 def finish(res):
@@ -296,44 +346,62 @@ def finish(res):
     if res is not None and _err[0] is None:
         e = res.error_before_exec or res.error_in_exec
         if e is not None:
-            _err[0] = error_event(type(e).__name__, safe_str(e), [])
+            _err[0] = error_event(safe_name(e), safe_str(e), [])
     if _err[0] is not None:
         send(_err[0])
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)  # the code asked for the default: ours
+    # The markers go through the driver's own copies of fds 1 and 2 (the code may have closed
+    # or redirected them); fds the code closed are reopened for later child processes.
     marker = ("\x00\x1bhutch-sync:%s\x00" % _nonce[0]).encode()
-    for fd in (1, 2):
+    for fd, copy in ((1, _out1), (2, _out2)):
         try:
-            os.write(fd, marker)
+            os.fstat(fd)
+        except OSError:
+            try:
+                os.dup2(copy, fd)
+            except OSError:
+                pass
+        try:
+            os.write(copy, marker)
         except OSError:
             pass
     send({"type": "done", "count": _count[0]})
+    _done[0] = True
 
 
 def main():
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _on_sigint)
     send({"type": "ready", "pid": os.getpid()})
     while True:
+        line = _cmd.readline()
+        if not line:
+            return
         try:
-            line = _cmd.readline()
-            if not line:
-                return
             msg = json.loads(line)
-            _nonce[0] = msg.get("n", "")
-            op = msg.get("op")
-            if op == "run":
-                run(msg.get("code", ""))
-            elif op == "configure":
-                try:
-                    if msg.get("env"):
-                        os.environ.update(msg["env"])
-                    if msg.get("cwd"):
-                        os.chdir(msg["cwd"])
-                    send({"type": "configured"})
-                except Exception as e:
-                    send({"type": "fatal", "value": "%s: %s" % (type(e).__name__, e)})
-        except KeyboardInterrupt:
-            # An interrupt that arrived between runs: the agent waits for a run's end only,
-            # so there is nothing to report.
+        except ValueError:
             continue
+        _nonce[0] = msg.get("n", "")
+        op = msg.get("op")
+        if op == "run":
+            _pending[0], _done[0] = False, False
+            _sigstate[0] = _ARMED
+            try:
+                run(msg.get("code", ""))
+            except BaseException:
+                pass  # run() reports its own failures; this is a last resort
+            _sigstate[0] = _IDLE
+            if not _done[0]:
+                send({"type": "done", "count": _count[0]})
+        elif op == "configure":
+            try:
+                if msg.get("env"):
+                    os.environ.update(msg["env"])
+                if msg.get("cwd"):
+                    os.chdir(msg["cwd"])
+                send({"type": "configured"})
+            except Exception as e:
+                send({"type": "fatal", "value": "%s: %s" % (type(e).__name__, e)})
 
 
 main()

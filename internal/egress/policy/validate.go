@@ -51,12 +51,67 @@ func invalid(ptr, format string, args ...any) error {
 	return errdefs.Newf(errdefs.CodeEgressPolicyInvalid, "%s: %s", ptr, fmt.Sprintf(format, args...)).With("pointer", ptr)
 }
 
+// MaxEcho is the most bytes of a caller's value an error message quotes.
+const MaxEcho = 200
+
+// echo returns v for quoting in an error message: cut to MaxEcho bytes (marked "…").
+func echo(v string) string {
+	if len(v) <= MaxEcho {
+		return v
+	}
+	return v[:MaxEcho] + "…"
+}
+
+// maxPatternLen is the longest host pattern: "*." and a 253-byte name.
+const maxPatternLen = 255
+
+// deniedEnv are environment variable names a placeholder may not take: the sandbox's own
+// workings (paths, shell, locale, loader, CA bundles, interpreter options) and HUTCH_*. Entries
+// ending in "*" are prefixes.
+var deniedEnv = []string{
+	"PATH", "HOME", "SHELL", "USER", "LOGNAME", "PWD", "OLDPWD", "TERM", "LANG", "LANGUAGE", "LC_*", "LD_*",
+	"TZ", "TMPDIR", "HOSTNAME", "IFS", "ENV", "BASH_ENV", "BASH_FUNC_*", "HUTCH_*",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+	"GIT_SSL_CAINFO", "PIP_CERT", "AWS_CA_BUNDLE", "CARGO_HTTP_CAINFO", "DENO_CERT",
+	"NODE_OPTIONS", "NODE_PATH", "PYTHON*", "PERL5OPT", "PERL5LIB", "RUBYOPT", "RUBYLIB",
+	"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "GCONV_PATH",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY",
+}
+
+// envDenied reports whether a placeholder may not use env (case-insensitive, as proxy
+// variables are read in either case).
+func envDenied(env string) bool {
+	u := strings.ToUpper(env)
+	for _, d := range deniedEnv {
+		if p, ok := strings.CutSuffix(d, "*"); ok {
+			if strings.HasPrefix(u, p) {
+				return true
+			}
+		} else if u == d {
+			return true
+		}
+	}
+	return false
+}
+
+// tooBroad reports why p is too broad for a host a real secret is sent to ("" when it is
+// not): "*" (every host) or a wildcard over a single label ("*.com", any name in a TLD).
+func tooBroad(p Pattern) string {
+	switch {
+	case p.any:
+		return "\"*\" would send the secret to every host"
+	case p.suffix != "" && !strings.Contains(p.suffix[1:], "."):
+		return fmt.Sprintf("%q covers a whole top-level domain", p.raw)
+	}
+	return ""
+}
+
 // validate checks shape always and names only when l is non-nil.
 func validate(s *Spec, l *Lookups) error {
 	switch s.Mode {
 	case "", ModeAllowAll, ModeAllowlist, ModeDenyAll:
 	default:
-		return invalid("/mode", "mode %q is not one of allow-all, allowlist, deny-all", s.Mode)
+		return invalid("/mode", "mode %q is not one of allow-all, allowlist, deny-all", echo(s.Mode))
 	}
 	allow, err := patternList("/allow", s.Allow)
 	if err != nil {
@@ -88,12 +143,12 @@ func validate(s *Spec, l *Lookups) error {
 			return invalid("/placeholders", "inspect \"none\" never terminates TLS, so placeholders cannot be swapped")
 		}
 	default:
-		return invalid("/inspect", "inspect %q is not one of rules, all, none", s.Inspect)
+		return invalid("/inspect", "inspect %q is not one of rules, all, none", echo(s.Inspect))
 	}
 	switch s.DNS.Denied {
 	case "", "nxdomain":
 	default:
-		return invalid("/dns/denied", "dns.denied %q is not supported (only \"nxdomain\")", s.DNS.Denied)
+		return invalid("/dns/denied", "dns.denied %q is not supported (only \"nxdomain\")", echo(s.DNS.Denied))
 	}
 	if len(s.Rules) > MaxRules {
 		return invalid("/rules", "at most %d rules", MaxRules)
@@ -122,6 +177,9 @@ func patternList(ptr string, ss []string) (patterns, error) {
 	}
 	ps := make(patterns, 0, len(ss))
 	for i, s := range ss {
+		if len(s) > maxPatternLen {
+			return nil, invalid(ptr+"/"+strconv.Itoa(i), "host pattern of %d bytes: at most %d", len(s), maxPatternLen)
+		}
 		p, err := ParsePattern(s)
 		if err != nil {
 			return nil, invalid(ptr+"/"+strconv.Itoa(i), "%v", err)
@@ -133,7 +191,7 @@ func patternList(ptr string, ss []string) (patterns, error) {
 
 func validateRule(ptr string, r *Rule, ids map[string]bool, l *Lookups) error {
 	if !ruleIDRe.MatchString(r.ID) {
-		return invalid(ptr+"/id", "rule id %q must be 1–64 of [a-z0-9_-]", r.ID)
+		return invalid(ptr+"/id", "rule id %q must be 1–64 of [a-z0-9_-]", echo(r.ID))
 	}
 	if ids[r.ID] {
 		return invalid(ptr+"/id", "rule id %q is used twice", r.ID)
@@ -142,13 +200,21 @@ func validateRule(ptr string, r *Rule, ids map[string]bool, l *Lookups) error {
 	if len(r.Hosts) == 0 {
 		return invalid(ptr+"/hosts", "a rule needs at least one host pattern")
 	}
-	if _, err := patternList(ptr+"/hosts", r.Hosts); err != nil {
+	hosts, err := patternList(ptr+"/hosts", r.Hosts)
+	if err != nil {
 		return err
+	}
+	if r.Action == ActionInject && r.Inject != nil && injectsSecret(r.Inject) {
+		for i, h := range hosts {
+			if why := tooBroad(h); why != "" {
+				return invalid(fmt.Sprintf("%s/hosts/%d", ptr, i), "a rule that injects a secret needs named hosts: %s", why)
+			}
+		}
 	}
 	if r.Match != nil {
 		for i, m := range r.Match.Methods {
 			if !tokenRe.MatchString(m) || strings.ToUpper(m) != m {
-				return invalid(fmt.Sprintf("%s/match/methods/%d", ptr, i), "method %q must be an upper-case HTTP method", m)
+				return invalid(fmt.Sprintf("%s/match/methods/%d", ptr, i), "method %q must be an upper-case HTTP method", echo(m))
 			}
 		}
 		if pm := r.Match.Path; pm != nil {
@@ -156,9 +222,9 @@ func validateRule(ptr string, r *Rule, ids map[string]bool, l *Lookups) error {
 			case (pm.Exact == "") == (pm.Prefix == ""):
 				return invalid(ptr+"/match/path", "set exactly one of exact and prefix")
 			case pm.Exact != "" && CanonicalPath(pm.Exact) != pm.Exact:
-				return invalid(ptr+"/match/path/exact", "path %q is not canonical (want %q)", pm.Exact, CanonicalPath(pm.Exact))
+				return invalid(ptr+"/match/path/exact", "path %q is not canonical (want %q)", echo(pm.Exact), echo(CanonicalPath(pm.Exact)))
 			case pm.Prefix != "" && (!strings.HasPrefix(pm.Prefix, "/") || strings.Contains(pm.Prefix, "/./") || strings.Contains(pm.Prefix, "/../") || strings.Contains(pm.Prefix, "//")):
-				return invalid(ptr+"/match/path/prefix", "path prefix %q must start with \"/\" and hold no \".\", \"..\" or empty segments", pm.Prefix)
+				return invalid(ptr+"/match/path/prefix", "path prefix %q must start with \"/\" and hold no \".\", \"..\" or empty segments", echo(pm.Prefix))
 			}
 		}
 	}
@@ -177,14 +243,14 @@ func validateRule(ptr string, r *Rule, ids map[string]bool, l *Lookups) error {
 	case "":
 		return invalid(ptr+"/action", "action is required (inject, deny, handler or pass)")
 	default:
-		return invalid(ptr+"/action", "action %q is not one of inject, deny, handler, pass", r.Action)
+		return invalid(ptr+"/action", "action %q is not one of inject, deny, handler, pass", echo(r.Action))
 	}
 	if r.Action == ActionHandler {
 		if r.Handler == "" {
 			return invalid(ptr+"/handler", "action \"handler\" needs a handler name")
 		}
 		if l != nil && (l.Handler == nil || !l.Handler(r.Handler)) {
-			return invalid(ptr+"/handler", "no handler %q is configured in hutchd", r.Handler)
+			return invalid(ptr+"/handler", "no handler %q is configured in hutchd", echo(r.Handler))
 		}
 	} else if r.Handler != "" {
 		return invalid(ptr+"/handler", "handler is only for action \"handler\"")
@@ -194,7 +260,7 @@ func validateRule(ptr string, r *Rule, ids map[string]bool, l *Lookups) error {
 			return invalid(ptr+"/upstream", "upstream routes apply to actions inject and pass only")
 		}
 		if l != nil && (l.Upstream == nil || !l.Upstream(r.Upstream)) {
-			return invalid(ptr+"/upstream", "no upstream %q is configured in hutchd", r.Upstream)
+			return invalid(ptr+"/upstream", "no upstream %q is configured in hutchd", echo(r.Upstream))
 		}
 	}
 	return nil
@@ -246,7 +312,7 @@ func validateInject(ptr string, in *Inject, l *Lookups) error {
 
 func headerName(ptr, name string) error {
 	if !tokenRe.MatchString(name) {
-		return invalid(ptr, "%q is not a valid header name", name)
+		return invalid(ptr, "%q is not a valid header name", echo(name))
 	}
 	lower := strings.ToLower(name)
 	if forbidden[lower] || strings.HasPrefix(lower, "hutch-") {
@@ -277,7 +343,7 @@ func validatePlaceholder(ptr string, s *Spec, ph *Placeholder, allow patterns, e
 		return invalid(ptr+"/secret", "secret is required")
 	}
 	if !secretRe.MatchString("secrets." + ph.Secret) {
-		return invalid(ptr+"/secret", "%q is not a valid secret name", ph.Secret)
+		return invalid(ptr+"/secret", "%q is not a valid secret name", echo(ph.Secret))
 	}
 	if l != nil && (l.Secret == nil || !l.Secret(ph.Secret)) {
 		return invalid(ptr+"/secret", "secret %q does not exist (PUT /v1/secrets/%s first)", ph.Secret, ph.Secret)
@@ -287,7 +353,10 @@ func validatePlaceholder(ptr string, s *Spec, ph *Placeholder, allow patterns, e
 		env = ph.Secret
 	}
 	if !envRe.MatchString(env) {
-		return invalid(ptr+"/env", "%q is not a valid environment variable name", env)
+		return invalid(ptr+"/env", "%q is not a valid environment variable name", echo(env))
+	}
+	if envDenied(env) {
+		return invalid(ptr+"/env", "%q cannot hold a placeholder: the sandbox itself depends on it", env)
 	}
 	if envs[env] {
 		return invalid(ptr+"/env", "env %q is bound twice", env)
@@ -301,6 +370,9 @@ func validatePlaceholder(ptr string, s *Spec, ph *Placeholder, allow patterns, e
 		return err
 	}
 	for i, h := range hs {
+		if why := tooBroad(h); why != "" {
+			return invalid(fmt.Sprintf("%s/hosts/%d", ptr, i), "a placeholder needs named hosts: %s", why)
+		}
 		if !allowedPattern(s, allow, h) {
 			return invalid(fmt.Sprintf("%s/hosts/%d", ptr, i), "host %q is not allowed by the policy (add it to allow)", h)
 		}
@@ -312,10 +384,10 @@ func validatePlaceholder(ptr string, s *Spec, ph *Placeholder, allow patterns, e
 		case strings.HasPrefix(in, "header:"):
 			name := strings.TrimPrefix(in, "header:")
 			if !tokenRe.MatchString(name) || strings.ToLower(name) != name {
-				return invalid(ip, "%q: header names are lower case tokens", in)
+				return invalid(ip, "%q: header names are lower case tokens", echo(in))
 			}
 		default:
-			return invalid(ip, "%q is not one of header:<name>, query, path, body", in)
+			return invalid(ip, "%q is not one of header:<name>, query, path, body", echo(in))
 		}
 	}
 	if !prefixRe.MatchString(ph.Prefix) {
@@ -324,7 +396,7 @@ func validatePlaceholder(ptr string, s *Spec, ph *Placeholder, allow patterns, e
 	switch ph.OnViolation {
 	case "", "block", "block_and_stop", "pass":
 	default:
-		return invalid(ptr+"/onViolation", "onViolation %q is not one of block, block_and_stop, pass", ph.OnViolation)
+		return invalid(ptr+"/onViolation", "onViolation %q is not one of block, block_and_stop, pass", echo(ph.OnViolation))
 	}
 	return nil
 }
@@ -363,12 +435,12 @@ func TemplateSecrets(tmpl string) ([]string, error) {
 	for _, m := range templRe.FindAllStringSubmatch(tmpl, -1) {
 		sm := secretRe.FindStringSubmatch(m[1])
 		if sm == nil {
-			return nil, fmt.Errorf("%q: only ${secrets.NAME} is supported", m[0])
+			return nil, fmt.Errorf("%q: only ${secrets.NAME} is supported", echo(m[0]))
 		}
 		names = append(names, sm[1])
 	}
 	if rest := templRe.ReplaceAllString(tmpl, ""); strings.Contains(rest, "${") {
-		return nil, fmt.Errorf("unterminated \"${\" in %q", tmpl)
+		return nil, fmt.Errorf("unterminated \"${\" in %q", echo(tmpl))
 	}
 	return names, nil
 }
@@ -432,4 +504,18 @@ func SecretNames(s Spec) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// injectsSecret reports whether in sends a credential: a header template that references a
+// secret, or Basic auth.
+func injectsSecret(in *Inject) bool {
+	if in.BasicAuth != nil {
+		return true
+	}
+	for _, v := range in.SetHeaders {
+		if names, _ := TemplateSecrets(v); len(names) > 0 {
+			return true
+		}
+	}
+	return false
 }

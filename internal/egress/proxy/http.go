@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
 
@@ -41,7 +42,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 	d := p.cfg.Policy.Decide(r.Context(), policy.Request{SandboxID: c.sandboxID, Kind: policy.KindHTTP, Host: host, Port: port, Upstream: upstream})
 	if d.Action != policy.Allow && d.Action != policy.Intercept {
 		ev := audit.Event{Kind: audit.KindHTTP, Mode: rc.mode(), Host: host, Port: port, OrigDst: c.orig.String(),
-			Proto: r.Proto, Method: r.Method, Path: r.URL.Path, Decision: "deny", Reason: d.Reason, Status: http.StatusForbidden}
+			Proto: r.Proto, Method: r.Method, Path: inject.MaskPlaceholders(r.URL.Path), Decision: "deny", Reason: d.Reason, Status: http.StatusForbidden}
 		if r.URL.RawQuery != "" {
 			ev.Query = "redacted"
 		}

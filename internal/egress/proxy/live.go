@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/hutchdev/hutch/internal/egress/audit"
+	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
 
@@ -94,7 +95,7 @@ func (p *Proxy) Recheck(ctx context.Context, sandboxID string) int {
 			d := c.dest
 			c.mu.Unlock()
 			p.cfg.Audit(sandboxID, audit.Event{Kind: audit.KindConn, Decision: "closed", Reason: "no longer allowed after a policy change",
-				Host: d.host, Port: int(c.orig.Port()), OrigDst: c.orig.String(), Method: d.method, Path: d.path})
+				Host: inject.MaskPlaceholders(d.host), Port: int(c.orig.Port()), OrigDst: c.orig.String(), Method: d.method, Path: inject.MaskPlaceholders(d.path)})
 		}
 	}
 	if closed > 0 {

@@ -58,14 +58,14 @@ func (p *Proxy) admit(w http.ResponseWriter, r *http.Request, rc reqConn, log *s
 	}
 	if r.URL.Host != "" && !strings.HasPrefix(r.RequestURI, "/") {
 		if err := checkAbsoluteTarget(r.URL, rc); err != nil {
-			log.Info("egress: absolute-form request target refused", "target", r.RequestURI)
+			log.Info("egress: absolute-form request target refused", "target", inject.MaskPlaceholders(r.RequestURI))
 			writeError(w, err)
 			return "", false
 		}
 	}
 	host, err := policy.CanonicalHost(r.Host)
 	if rc.tls() && (err != nil || host != rc.sni) {
-		log.Info("egress intercept: host differs from SNI", "host", r.Host)
+		log.Info("egress intercept: host differs from SNI", "host", inject.MaskPlaceholders(r.Host))
 		writeError(w, errdefs.Newf(errdefs.CodeEgressMisdirected, "request for %q on a TLS connection to %q: open a connection to that host", r.Host, rc.sni))
 		return "", false
 	}
@@ -105,10 +105,12 @@ func checkAbsoluteTarget(u *url.URL, rc reqConn) error {
 func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host string, log *slog.Logger) {
 	c := rc.c
 	c.setRequest(host, r.Method, r.URL.Path)
+	// What is audited never holds a placeholder (EGRESS.md §7).
+	auditHost, auditPath := inject.MaskPlaceholders(host), inject.MaskPlaceholders(r.URL.Path)
 	pol := policy.SnapshotFor(p.cfg.Policy, c.sandboxID)
 	rd := pol.Request(host, r.Method, r.URL.Path)
-	ev := audit.Event{Kind: audit.KindHTTP, Mode: rc.mode(), Host: host, Port: int(c.orig.Port()), OrigDst: c.orig.String(),
-		Proto: r.Proto, Method: r.Method, Path: r.URL.Path}
+	ev := audit.Event{Kind: audit.KindHTTP, Mode: rc.mode(), Host: auditHost, Port: int(c.orig.Port()), OrigDst: c.orig.String(),
+		Proto: r.Proto, Method: inject.MaskPlaceholders(r.Method), Path: auditPath}
 	if r.URL.RawQuery != "" {
 		ev.Query = "redacted"
 	}
@@ -118,7 +120,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host 
 	if rd.Action != policy.Allow {
 		ev.Decision, ev.Reason, ev.Status = "deny", rd.Reason, http.StatusForbidden
 		p.cfg.Audit(c.sandboxID, ev)
-		p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", host, rd.Reason))
+		p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s denied by policy: %s", ev.Host, rd.Reason))
 		return
 	}
 	out := r.Clone(r.Context())
@@ -132,19 +134,19 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host 
 	if set := p.placeholderSet(r.Context(), c.sandboxID, pol); !set.Empty() {
 		res, err := set.Apply(r.Context(), host, out, p.icpt.cfg.Secret)
 		for _, v := range res.Violations {
-			p.cfg.Audit(c.sandboxID, audit.Event{Kind: audit.KindViolation, Mode: rc.mode(), Decision: v.Action, Host: host, Port: ev.Port,
-				Method: r.Method, Path: r.URL.Path, Secrets: []string{v.Secret}, Location: v.Location, Rule: ev.Rule})
+			p.cfg.Audit(c.sandboxID, audit.Event{Kind: audit.KindViolation, Mode: rc.mode(), Decision: v.Action, Host: ev.Host, Port: ev.Port,
+				Method: ev.Method, Path: ev.Path, Secrets: []string{v.Secret}, Location: v.Location, Rule: ev.Rule})
 		}
 		if res.Stop && p.icpt.cfg.OnStop != nil {
 			go p.icpt.cfg.OnStop(c.sandboxID)
 		}
 		if err != nil {
-			log.Info("egress placeholder refused", "host", host, "err", err)
+			log.Info("egress placeholder refused", "host", ev.Host, "err", inject.MaskPlaceholders(err.Error()))
 			ev.Decision, ev.Status = "blocked", http.StatusForbidden
 			p.cfg.Audit(c.sandboxID, ev)
 			if errors.Is(err, inject.ErrViolation) {
 				w.Header().Set(DeniedHeader, "1")
-				writeError(w, errdefs.Newf(errdefs.CodeEgressPlaceholderViolation, "a placeholder was sent where its secret may not go (%s)", host))
+				writeError(w, errdefs.Newf(errdefs.CodeEgressPlaceholderViolation, "a placeholder was sent where its secret may not go (%s)", ev.Host))
 			} else {
 				writeError(w, errdefs.Wrap(errdefs.CodeEgressUpstream, err, "placeholder could not be resolved"))
 			}
@@ -230,16 +232,25 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 		},
 		Transport:     tr,
 		FlushInterval: -1,
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ModifyResponse: func(resp *http.Response) error {
 			ev.Status = resp.StatusCode
 			resp.Header.Del("Alt-Svc")
 			if red != nil {
 				redactHeader(red, resp.Header)
 				if resp.StatusCode != http.StatusSwitchingProtocols {
+					// The redactor sees plain bytes or nothing is sent (fail closed).
+					if err := decodeForRedaction(resp, out.Method); err != nil {
+						return err
+					}
 					rr = red.Reader(resp.Body)
 					// Trailer values arrive with the end of the body: redact them then, before
 					// the ReverseProxy copies them to the sandbox.
-					resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { redactHeader(red, resp.Trailer) }}
+					resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { redactHeader(red, resp.Trailer) }, onErr: func(err error) {
+						if errdefs.IsCode(err, errdefs.CodeEgressUnredactable) {
+							ev.Decision, ev.Reason = "blocked", "response cut off: "+err.Error()
+						}
+					}}
 					resp.ContentLength = -1
 					resp.Header.Del("Content-Length")
 				}
@@ -254,6 +265,11 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 			}
 			log.Debug("egress upstream failed", "err", err)
 			ev.Status = http.StatusBadGateway
+			if errdefs.IsCode(err, errdefs.CodeEgressUnredactable) {
+				ev.Decision, ev.Reason = "blocked", err.Error()
+				writeError(w, err)
+				return
+			}
 			if errors.Is(err, inject.ErrViolation) {
 				ev.Decision, ev.Status = "blocked", http.StatusForbidden
 				w.Header().Set(DeniedHeader, "1")
@@ -268,18 +284,24 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 	rp.ServeHTTP(w, out)
 }
 
-// eofHook calls atEOF once, when the body it wraps has been read to its end.
+// eofHook calls atEOF once, when the body it wraps has been read to its end, and onErr (when
+// set) once, with the first other read error.
 type eofHook struct {
 	io.ReadCloser
 	atEOF func()
+	onErr func(error)
 	done  bool
 }
 
 func (e *eofHook) Read(p []byte) (int, error) {
 	n, err := e.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !e.done {
+	if err != nil && !e.done {
 		e.done = true
-		e.atEOF()
+		if errors.Is(err, io.EOF) {
+			e.atEOF()
+		} else if e.onErr != nil {
+			e.onErr(err)
+		}
 	}
 	return n, err
 }

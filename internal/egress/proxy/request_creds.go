@@ -73,7 +73,9 @@ func (p *Proxy) applyInject(ctx context.Context, h http.Header, in *policy.Injec
 			return nil, nil, err
 		}
 		cred := u + ":" + pw
-		pairs = append(pairs, inject.Forms([]byte(cred), []byte("[redacted:basic-auth]"))...)
+		// The username is public: the credential is redacted whole; its secrets' own forms
+		// (added by secret above) also catch partial reflections.
+		pairs = append(pairs, inject.WholeForms([]byte(cred), []byte("[redacted:basic-auth]"))...)
 		h.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(cred)))
 		names = append(names, "Authorization")
 	}
