@@ -166,7 +166,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	mgr.SetLayers(layers)
-	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot")})
+	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot"),
+		Created: func(ctx context.Context, snap snapshot.Snapshot) error {
+			return authority.RememberSnapshot(ctx, snap.ID, snap.SandboxID)
+		}})
 	mgr.SetSleepSnapshotter(snaps)
 	violationStop.mgr.Store(mgr)
 	creds := &egressCreds{ca: authority, db: st, snaps: snaps, policy: eg.Config().Policy}

@@ -37,7 +37,8 @@ type egressCreds struct {
 }
 
 // Prepare makes sure rec has a CA (a sandbox started from a snapshot inherits the CA of the
-// sandbox the snapshot was taken of, while that sandbox exists) and returns the CA and the
+// sandbox the snapshot was taken of, or the CA recorded with the snapshot once that sandbox is
+// gone) and returns the CA and the
 // placeholder env vars of its policy.
 func (e *egressCreds) Prepare(ctx context.Context, rec store.Sandbox) (sandbox.EgressStart, error) {
 	parent := ""
@@ -46,7 +47,7 @@ func (e *egressCreds) Prepare(ctx context.Context, rec store.Sandbox) (sandbox.E
 			parent = snap.SandboxID
 		}
 	}
-	ca, err := e.ca.Ensure(ctx, rec.ID, parent)
+	ca, err := e.ca.EnsureFrom(ctx, rec.ID, parent, rec.Snapshot)
 	if err != nil {
 		return sandbox.EgressStart{}, err
 	}

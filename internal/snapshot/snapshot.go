@@ -104,6 +104,9 @@ type Config struct {
 	// for writers on other hosts sharing the blob store.
 	BlobMinAge time.Duration
 	Logger     *slog.Logger
+	// Created, if set, is called after a snapshot's meta is stored (hutchd records the
+	// sandbox's egress CA with it). An error is logged; the snapshot stands.
+	Created func(ctx context.Context, snap Snapshot) error
 }
 
 // Service creates snapshots and sandboxes from them.
@@ -254,6 +257,11 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 	}
 	if _, err := s.cfg.Blobs.Put(ctx, metaKey(snap.ID), bytes.NewReader(b), int64(len(b))); err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot meta: %w", err)
+	}
+	if s.cfg.Created != nil {
+		if err := s.cfg.Created(ctx, snap); err != nil {
+			s.log.WarnContext(ctx, "snapshot: created hook", "snapshot", snap.ID, "err", err)
+		}
 	}
 	s.log.InfoContext(ctx, "snapshot created", "sandbox_id", sandboxID, "snapshot", snap.ID, "layers", len(snap.Layers),
 		"entries", c.stats.Entries, "tar_bytes", c.size, "frozen", frozen.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))

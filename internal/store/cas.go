@@ -59,3 +59,31 @@ func (s *Store) GetCA(ctx context.Context, sandboxID string) (SandboxCA, error) 
 	ca.CreatedAt = fromNano(c)
 	return ca, nil
 }
+
+// PutSnapshotCA records the CA a snapshot was taken with: ca is its sandbox's row (key sealed
+// for ca.SandboxID). A snapshot keeps the first CA recorded for it. Rows outlive the sandbox.
+func (s *Store) PutSnapshotCA(ctx context.Context, snapshotID string, ca SandboxCA) error {
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO snapshot_cas (snapshot_id, sandbox_id, cert_pem, key_sealed, created_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT(snapshot_id) DO NOTHING`,
+		snapshotID, ca.SandboxID, ca.CertPEM, ca.KeySealed, time.Now().UTC().UnixNano()); err != nil {
+		return fmt.Errorf("store: put snapshot ca: %w", err)
+	}
+	return nil
+}
+
+// GetSnapshotCA returns the CA snapshotID was taken with; SandboxID is the sandbox whose key
+// sealing it carries. None → NOT_FOUND (class ErrNotFound).
+func (s *Store) GetSnapshotCA(ctx context.Context, snapshotID string) (SandboxCA, error) {
+	var ca SandboxCA
+	var c int64
+	err := s.db.QueryRowContext(ctx, `SELECT sandbox_id, cert_pem, key_sealed, created_at FROM snapshot_cas WHERE snapshot_id = ?`, snapshotID).
+		Scan(&ca.SandboxID, &ca.CertPEM, &ca.KeySealed, &c)
+	if errors.Is(err, sql.ErrNoRows) {
+		return SandboxCA{}, errdefs.Newf(errdefs.CodeNotFound, "snapshot %q has no egress CA", snapshotID).With("snapshot", snapshotID)
+	}
+	if err != nil {
+		return SandboxCA{}, fmt.Errorf("store: get snapshot ca: %w", err)
+	}
+	ca.CreatedAt = fromNano(c)
+	return ca, nil
+}

@@ -167,7 +167,9 @@ var migrations = []string{
 		PRIMARY KEY (sandbox_id, path)
 	 );`,
 	// 5: egress (issue 7): a sandbox's policy (policy.Spec as JSON), its CA (key sealed with the
-	// host key), its placeholders, and the secrets (values sealed with the host key).
+	// host key), the CA each snapshot was taken with (so sandboxes started from it keep it after
+	// the source sandbox is gone), its placeholders, and the secrets (values sealed with the host
+	// key).
 	`CREATE TABLE egress_policies (
 		sandbox_id TEXT PRIMARY KEY REFERENCES sandboxes(id) ON DELETE CASCADE,
 		spec_json  TEXT NOT NULL,
@@ -184,6 +186,13 @@ var migrations = []string{
 		secret      TEXT NOT NULL,
 		placeholder TEXT NOT NULL UNIQUE,
 		PRIMARY KEY (sandbox_id, secret)
+	 );
+	 CREATE TABLE snapshot_cas (
+		snapshot_id TEXT PRIMARY KEY,
+		sandbox_id  TEXT NOT NULL,
+		cert_pem    TEXT NOT NULL,
+		key_sealed  BLOB NOT NULL,
+		created_at  INTEGER NOT NULL
 	 );
 	 CREATE TABLE secrets (
 		name         TEXT PRIMARY KEY,

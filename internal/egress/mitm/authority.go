@@ -53,6 +53,13 @@ func keyAD(sandboxID string) []byte { return []byte("hutch-egress-ca:" + sandbox
 // started from a snapshot keep trusting what their disk and memory already trust). Errors:
 // SANDBOX_NOT_FOUND.
 func (a *Authority) Ensure(ctx context.Context, sandboxID, inheritFrom string) (*CA, error) {
+	return a.EnsureFrom(ctx, sandboxID, inheritFrom, "")
+}
+
+// EnsureFrom is Ensure for a sandbox started from snapshot snapshotID (may be ""): when
+// inheritFrom has no CA any more (destroyed since), the CA recorded with the snapshot
+// (RememberSnapshot) is copied, so the sandbox trusts what its disk already trusts.
+func (a *Authority) EnsureFrom(ctx context.Context, sandboxID, inheritFrom, snapshotID string) (*CA, error) {
 	if ca, err := a.Get(ctx, sandboxID); err == nil {
 		return ca, nil
 	} else if !errors.Is(err, errdefs.ErrNotFound) || errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {
@@ -64,6 +71,22 @@ func (a *Authority) Ensure(ctx context.Context, sandboxID, inheritFrom string) (
 		switch {
 		case err == nil:
 			ca = parent
+		case errors.Is(err, errdefs.ErrNotFound):
+		default:
+			return nil, err
+		}
+	}
+	if ca == nil && snapshotID != "" {
+		row, err := a.db.GetSnapshotCA(ctx, snapshotID)
+		switch {
+		case err == nil:
+			keyDER, err := a.box.Open(row.KeySealed, keyAD(row.SandboxID))
+			if err != nil {
+				return nil, fmt.Errorf("mitm: ca key of snapshot %s: %w", snapshotID, err)
+			}
+			if ca, err = ParseCA([]byte(row.CertPEM), keyDER); err != nil {
+				return nil, err
+			}
 		case errors.Is(err, errdefs.ErrNotFound):
 		default:
 			return nil, err
@@ -209,3 +232,16 @@ func (l *lru) add(key string, c *tls.Certificate) {
 }
 
 func (l *lru) len() int { return l.order.Len() }
+
+// RememberSnapshot records sandboxID's CA (if it has one) as the CA of snapshot snapshotID, so
+// sandboxes started from the snapshot get it even after sandboxID is destroyed (EnsureFrom).
+func (a *Authority) RememberSnapshot(ctx context.Context, snapshotID, sandboxID string) error {
+	row, err := a.db.GetCA(ctx, sandboxID)
+	if errors.Is(err, errdefs.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return a.db.PutSnapshotCA(ctx, snapshotID, row)
+}

@@ -204,3 +204,54 @@ func TestLeafCacheBoundedAndSingleflight(t *testing.T) {
 		t.Fatal("leaf for a sandbox without CA")
 	}
 }
+
+// TestSnapshotKeepsCA: a sandbox started from a snapshot gets the CA the snapshot was taken
+// with even after the snapshot's sandbox is destroyed; without a recorded CA it gets a new one.
+func TestSnapshotKeepsCA(t *testing.T) {
+	ctx := context.Background()
+	a, db, _ := newAuthority(t, "src", "later", "other")
+	src, err := a.Ensure(ctx, "src", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const snap = "sha256-" + "ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12ab12"
+	if err := a.RememberSnapshot(ctx, snap, "src"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RememberSnapshot(ctx, "sha256-none", "no-such-sandbox"); err != nil {
+		t.Fatalf("RememberSnapshot of a sandbox without a CA: %v", err)
+	}
+	if err := db.Delete(ctx, "src"); err != nil {
+		t.Fatal(err)
+	}
+	a.Forget("src")
+	// A fresh Authority (hutchd restarted) so nothing is served from memory.
+	a2 := NewAuthority(db, a.box, 0, nil)
+	got, err := a2.EnsureFrom(ctx, "later", "src", snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != src.ID || !bytes.Equal(got.CertPEM, src.CertPEM) {
+		t.Fatalf("sandbox from the snapshot got CA %s, want the snapshot's %s", got.ID, src.ID)
+	}
+	leaf, err := a2.Leaf(ctx, "later", "api.example.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{DNSName: "api.example.test", Roots: poolOf(t, src.CertPEM)}); err != nil {
+		t.Fatalf("leaf minted with the copied key does not chain to the snapshot's CA: %v", err)
+	}
+	other, err := a2.EnsureFrom(ctx, "other", "src", "sha256-unrecorded")
+	if err != nil || other.ID == src.ID {
+		t.Fatalf("unrecorded snapshot: CA %v, err %v; want a new CA", other, err)
+	}
+}
+
+func poolOf(t *testing.T, pemBytes []byte) *x509.CertPool {
+	t.Helper()
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pemBytes) {
+		t.Fatal("bad CA PEM")
+	}
+	return p
+}
