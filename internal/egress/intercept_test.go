@@ -357,7 +357,7 @@ func TestInterceptUpstreamRoute(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	ih, sb := newInterceptHarnessWith(t, map[string]string{"INTERNAL": "internal-token-123456"}, policy.Spec{
+	ih, sb := newInterceptHarnessWith(t, map[string]string{"INTERNAL": "Zq81-tok-5fKx9wPmR3"}, policy.Spec{
 		Rules: []policy.Rule{{ID: "internal", Hosts: []string{"api.internal.test"}, Action: policy.ActionInject, Upstream: "internal-api",
 			Inject: &policy.Inject{SetHeaders: map[string]string{"Authorization": "Bearer ${secrets.INTERNAL}"}}}},
 	}, nil, nil, func(c *Config) {
@@ -369,7 +369,7 @@ func TestInterceptUpstreamRoute(t *testing.T) {
 	if err != nil || status != "200" || body != "internal:/v1/x" {
 		t.Fatalf("routed: %s %v %q", status, err, body)
 	}
-	if gotAuth != "Bearer internal-token-123456" || gotHost != "api.internal.test" {
+	if gotAuth != "Bearer Zq81-tok-5fKx9wPmR3" || gotHost != "api.internal.test" {
 		t.Fatalf("upstream saw %q %q", gotAuth, gotHost)
 	}
 	for _, h := range ih.net.SinkHits() {

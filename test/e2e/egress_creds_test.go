@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -175,6 +176,19 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 		if strings.TrimSpace(out) != "200" {
 			t.Fatalf("node: %q", out)
 		}
+		// A static Go binary (Go's own TLS stack reads SSL_CERT_FILE or the system bundle).
+		bin := buildHTTPSGet(t)
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sb.WriteFile(ctxT(t, time.Minute), "/tmp/httpsget", b); err != nil {
+			t.Fatal(err)
+		}
+		out = execOK(t, sb, "chmod +x /tmp/httpsget && /tmp/httpsget https://api.example.test/headers")
+		if strings.TrimSpace(out) != "200" {
+			t.Fatalf("go binary: %q", out)
+		}
 	})
 	t.Run("the placeholder stands in for the key and is swapped only towards its host", func(t *testing.T) {
 		ph := strings.TrimSpace(execOK(t, sb, "printenv OPENAI_API_KEY"))
@@ -247,4 +261,43 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 	if out := execOK(t, sb, "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -c hutchph_ || true"); strings.TrimSpace(out) == "0" {
 		t.Fatalf("no process in the sandbox carries the placeholder env")
 	}
+}
+
+// httpsGetSource is a static Go program that GETs its argument and prints the status code.
+const httpsGetSource = `package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+)
+
+func main() {
+	resp, err := http.Get(os.Args[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+}
+`
+
+// buildHTTPSGet builds httpsGetSource as a static binary and returns its path.
+func buildHTTPSGet(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(httpsGetSource), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module httpsget\n\ngo 1.21\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "build", "-o", "httpsget", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOTOOLCHAIN=local", "GOFLAGS=")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the Go HTTPS client: %v\n%s", err, out)
+	}
+	return filepath.Join(dir, "httpsget")
 }
