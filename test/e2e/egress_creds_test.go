@@ -18,48 +18,10 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
 )
 
-// credsDaemon starts a second hutchd for the credential scenario: it resolves sandbox
-// destinations through the fake internet's DNS and trusts its test CA upstream, with names,
-// ports and a subnet of its own (so it never collides with the shared test daemon).
+// credsDaemon starts the credential scenario's own hutchd (egress_harness_test.go).
 func credsDaemon(t *testing.T, inet *egresstest.Internet) *daemontest.Daemon {
-	t.Helper()
-	state, err := os.MkdirTemp("", "hutch-e2e-creds-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm, err := daemontest.New(bins, state, filepath.Join(state, "hutchd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm.Args = []string{
-		"--images-dir", imagesDir(),
-		"--if-prefix", "hsc",
-		"--netns-prefix", "hutchcr-",
-		"--nft-table", "hutchcreds",
-		"--cgroup-parent", "hutchcreds",
-		"--subnet", "10.86.0.0/16",
-		"--dns-port", "36053",
-		"--http-port", "36001",
-		"--tls-port", "36002",
-		"--preview-listen", "off",
-		"--data-volume", "off",
-		"--log-level", "debug",
-		"--egress-dns", inet.DNSAddr(),
-		"--egress-root-ca", inet.CAFile,
-	}
-	if err := dm.Start(context.Background()); err != nil {
-		t.Fatalf("start hutchd: %v\n%s", err, dm.LogTail())
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := dm.DestroyAll(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		dm.Stop()
-		cleanupState(dm)
-	})
-	return dm
+	return egressDaemon(t, inet, egressDaemonNames{tag: "creds", ifPrefix: "hsc", nsPrefix: "hutchcr-",
+		subnet: "10.86.0.0/16", portBase: 36000, trustUpstream: true}, nil)
 }
 
 // putEgress sets a sandbox's egress policy (PUT /v1/sandboxes/{id}/egress).

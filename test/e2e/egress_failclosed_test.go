@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,58 +14,23 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
 )
 
-// Names of the fail-closed test's hutchd (its own, since it is killed).
+// failClosedNames are the fail-closed test's hutchd's (its own, since it is killed).
+var failClosedNames = egressDaemonNames{tag: "failclosed", ifPrefix: "hsf", nsPrefix: "hutchfc-",
+	subnet: "10.84.0.0/16", portBase: 38000, trustUpstream: true}
+
 const (
 	fcNSPrefix = "hutchfc-"
 	fcTable    = "hutchfailclosed"
-	fcHTTPPort = "38001"
-	fcTLSPort  = "38002"
 )
 
-// failClosedDaemon starts a hutchd of its own that resolves sandbox destinations through the
-// fake internet and trusts its CA upstream.
+// failClosedDaemon starts the fail-closed test's own hutchd (egress_harness_test.go) and
+// checks at the end that its nftables table went with it.
 func failClosedDaemon(t *testing.T, inet *egresstest.Internet) *daemontest.Daemon {
-	t.Helper()
-	state, err := os.MkdirTemp("", "hutch-e2e-failclosed-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm, err := daemontest.New(bins, state, filepath.Join(state, "hutchd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm.Args = []string{
-		"--images-dir", imagesDir(),
-		"--if-prefix", "hsf",
-		"--netns-prefix", fcNSPrefix,
-		"--nft-table", fcTable,
-		"--cgroup-parent", "hutchfailclosed",
-		"--subnet", "10.84.0.0/16",
-		"--dns-port", "38053",
-		"--http-port", fcHTTPPort,
-		"--tls-port", fcTLSPort,
-		"--preview-listen", "off",
-		"--data-volume", "off",
-		"--log-level", "debug",
-		"--egress-dns", inet.DNSAddr(),
-		"--egress-root-ca", inet.CAFile,
-	}
-	if err := dm.Start(context.Background()); err != nil {
-		t.Fatalf("start hutchd: %v\n%s", err, dm.LogTail())
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := dm.DestroyAll(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		dm.Stop()
-		cleanupState(dm)
-		if n := nftTableCount(t, fcTable); n != 0 {
-			t.Errorf("nft table %s left %d times after hutchd stopped", fcTable, n)
+	return egressDaemon(t, inet, failClosedNames, func() {
+		if n := nftTableCount(t, failClosedNames.table()); n != 0 {
+			t.Errorf("nft table %s left %d times after hutchd stopped", failClosedNames.table(), n)
 		}
 	})
-	return dm
 }
 
 // nftTableCount counts the inet tables called name.

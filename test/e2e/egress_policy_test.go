@@ -18,47 +18,10 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
 )
 
-// policyDaemon starts a hutchd of its own for the egress policy tests, resolving sandbox
-// destinations through the fake internet (names, ports and subnet differ from every other
-// test daemon).
+// policyDaemon starts the egress policy tests' own hutchd (egress_harness_test.go).
 func policyDaemon(t *testing.T, inet *egresstest.Internet) *daemontest.Daemon {
-	t.Helper()
-	state, err := os.MkdirTemp("", "hutch-e2e-policy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm, err := daemontest.New(bins, state, filepath.Join(state, "hutchd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dm.Args = []string{
-		"--images-dir", imagesDir(),
-		"--if-prefix", "hsp",
-		"--netns-prefix", "hutchpol-",
-		"--nft-table", "hutchpolicy",
-		"--cgroup-parent", "hutchpolicy",
-		"--subnet", "10.85.0.0/16",
-		"--dns-port", "37053",
-		"--http-port", "37001",
-		"--tls-port", "37002",
-		"--preview-listen", "off",
-		"--data-volume", "off",
-		"--log-level", "debug",
-		"--egress-dns", inet.DNSAddr(),
-	}
-	if err := dm.Start(context.Background()); err != nil {
-		t.Fatalf("start hutchd: %v\n%s", err, dm.LogTail())
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := dm.DestroyAll(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
-		}
-		dm.Stop()
-		cleanupState(dm)
-	})
-	return dm
+	return egressDaemon(t, inet, egressDaemonNames{tag: "policy", ifPrefix: "hsp", nsPrefix: "hutchpol-",
+		subnet: "10.85.0.0/16", portBase: 37000}, nil)
 }
 
 // rawCall sends method path body with the token (auth=true) and returns status and envelope.
