@@ -217,7 +217,7 @@ except OSError as e:
 import ctypes, os
 std = {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts", "shm", "mqueue", "fd", "stdin", "stdout", "stderr", "core", "console"}
 extra = set(os.listdir("/dev")) - std
-if "fuse" in extra and "gVisor" in os.popen("dmesg 2>/dev/null | head -1").read():
+if "fuse" in extra:
     libc = ctypes.CDLL(None, use_errno=True)
     fd = os.open("/dev/fuse", os.O_RDWR)
     r = libc.mount(b"fuse", b"/mnt", b"fuse", 0, b"fd=%d,rootmode=40000,user_id=0,group_id=0" % fd)

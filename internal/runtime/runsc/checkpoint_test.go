@@ -43,16 +43,20 @@ func TestCheckpointRestore(t *testing.T) {
 	before := counter()
 
 	img := filepath.Join(e.dir, "ckpt")
+	started := time.Now()
 	if err := e.rt.Checkpoint(ctx, id, img); err != nil {
 		t.Fatalf("Checkpoint: %v", err)
 	}
+	t.Logf("checkpoint took %v", time.Since(started).Round(time.Millisecond))
 	if err := e.rt.Delete(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2 * time.Second) // the clock moves on while the sandbox is saved
+	started = time.Now()
 	if _, err := e.rt.Restore(ctx, spec, img); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
+	t.Logf("restore took %v", time.Since(started).Round(time.Millisecond))
 	time.Sleep(500 * time.Millisecond)
 	if after := counter(); after <= before {
 		t.Errorf("counter %d after restore, %d before: it restarted or stopped", after, before)
