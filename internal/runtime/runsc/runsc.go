@@ -190,6 +190,13 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 // the profile's "clone3 answers ENOSYS" rule would answer EPERM, and glibc, which falls back to
 // clone only on ENOSYS, could not start threads. This Sentry does not implement clone3 and
 // answers ENOSYS itself, so the rule becomes an allow rule here (TestSeccompInSentry checks that answer).
+//
+// runsc looks names up in its own system call table and skips the ones it lacks (it logs
+// "OCI seccomp: ignoring syscall"). Two consequences: a call named differently there must be
+// named its way (pselect6 is "pselect" in this runsc: without it readline's pselect fails and
+// an interactive bash exits at once), and a call this Sentry does not implement answers EPERM
+// instead of ENOSYS (openat2, fchmodat2, futex_waitv, landlock_*, …: libcs that fall back only
+// on ENOSYS fail there instead).
 func adapt(spec *specs.Spec) {
 	spec.Linux.Sysctl = nil
 	if sc := spec.Linux.Seccomp; sc != nil {
@@ -197,6 +204,11 @@ func adapt(spec *specs.Spec) {
 			if slices.Equal(rule.Names, []string{"clone3"}) && rule.Action == specs.ActErrno {
 				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActAllow}
 			}
+		}
+		if slices.ContainsFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool {
+			return r.Action == specs.ActAllow && len(r.Args) == 0 && slices.Contains(r.Names, "pselect6")
+		}) {
+			sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{"pselect"}, Action: specs.ActAllow})
 		}
 	}
 }

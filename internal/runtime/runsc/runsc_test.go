@@ -449,7 +449,8 @@ func readAll(c net.Conn) ([]byte, error) {
 // TestSeccompInSentry checks the profile applied with --oci-seccomp to PID 1 and its
 // descendants (hutch-init and everything it runs): calls outside the allow-list (unshare,
 // ptrace) fail with EPERM inside the sandbox, clone3 answers ENOSYS (the Sentry's own answer)
-// so glibc falls back to clone and threads start, and clone with a namespace flag is refused.
+// so glibc falls back to clone and threads start, clone with a namespace flag is refused, and
+// pselect6 (named "pselect" in runsc's table) is allowed.
 // (`runsc exec` processes are not children of PID 1 and do not get the filter; hutchd never
 // runs sandbox code that way.)
 func TestSeccompInSentry(t *testing.T) {
@@ -466,6 +467,9 @@ print("unshare", call(272, 0x10000000))
 print("ptrace", call(101, 16, 1, 0, 0))
 print("clone3", call(435, 0, 0))
 print("clone-newuser", call(56, 0x10000000 | 17, 0, 0, 0, 0))
+ts = (ctypes.c_long * 2)(0, 0)
+r = libc.syscall(ctypes.c_long(270), ctypes.c_long(0), None, None, None, ctypes.byref(ts), None)
+print("pselect6", "ok" if r == 0 else "errno=%d" % ctypes.get_errno())
 t = threading.Thread(target=lambda: None); t.start(); t.join()
 print("thread ok", flush=True)
 time.sleep(3600)
@@ -479,7 +483,7 @@ time.sleep(3600)
 			break
 		}
 	}
-	for _, w := range []string{"unshare errno=1", "ptrace errno=1", "clone3 errno=38", "clone-newuser errno=1", "thread ok"} {
+	for _, w := range []string{"unshare errno=1", "ptrace errno=1", "clone3 errno=38", "clone-newuser errno=1", "pselect6 ok", "thread ok"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("output %q: want %q", out, w)
 		}
