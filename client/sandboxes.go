@@ -62,6 +62,10 @@ type SandboxInfo struct {
 	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
 	// Runtime is the isolation runtime the sandbox runs on: "runc" or "gvisor".
 	Runtime string `json:"runtime,omitempty"`
+	// SleepMode, on a sleeping sandbox, is what its sleep kept ("disk": its files; "memory": a
+	// checkpoint of its processes); SleepNote says why a sleep kept only the disk.
+	SleepMode string `json:"sleepMode,omitempty"`
+	SleepNote string `json:"sleepNote,omitempty"`
 }
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call

@@ -127,3 +127,20 @@ type HostSocketer interface {
 	// from the host (true for every implementation).
 	HostSockets() bool
 }
+
+// Checkpointer is implemented by backends that can save a running container's whole memory
+// and kernel state to disk and start it again from there (gVisor's runsc checkpoint and
+// restore): hutchd's sleep keeps running processes this way.
+type Checkpointer interface {
+	// Checkpoint saves container id into the empty directory dir (created if missing) and
+	// stops it; the caller still deletes it (Delete). Errors: errdefs.ErrNotFound,
+	// errdefs.ErrFailedPrecondition (not running), or the backend's refusal (a state it
+	// cannot save); on error the container may be running or stopped.
+	Checkpoint(ctx context.Context, id, dir string) error
+	// Restore starts spec's container from the image in dir and returns its running state.
+	// spec must name the same container, mounts and network namespace path as when it was
+	// checkpointed, with the root file system mounted again; no container with the ID may
+	// exist (errdefs.ErrAlreadyExists). A missing image gives errdefs.ErrNotFound. On error
+	// nothing of the container is left behind.
+	Restore(ctx context.Context, spec Spec, dir string) (State, error)
+}

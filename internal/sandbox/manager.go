@@ -295,6 +295,11 @@ type Info struct {
 	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
 	// Runtime is the isolation backend the sandbox runs on: "runc" or "gvisor".
 	Runtime string `json:"runtime"`
+	// SleepMode, on a sleeping sandbox, is what its sleep kept: "disk" (its files; processes
+	// were stopped and start again on wake) — the only mode today, see sleepNote — or
+	// "memory" (a checkpoint of its processes). SleepNote says why a sleep kept only the disk.
+	SleepMode string `json:"sleepMode,omitempty"`
+	SleepNote string `json:"sleepNote,omitempty"`
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {
@@ -308,6 +313,9 @@ func (m *Manager) info(rec store.Sandbox) Info {
 	}
 	if in.Runtime == "" {
 		in.Runtime = RuntimeRunc
+	}
+	if rec.Status == store.StatusSleeping {
+		in.SleepMode, in.SleepNote = SleepModeDisk, m.sleepNote(rec)
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt

@@ -5,14 +5,18 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/store"
 )
 
 // namedRuntime is a runtime.Runtime that only has a name: backend selection never calls more.
@@ -116,5 +120,35 @@ func TestDialAgentRefusesSymlinks(t *testing.T) {
 		t.Errorf("dial sb2: %v", err)
 	} else {
 		c.Close()
+	}
+}
+
+// TestSleepNote checks what a sleeping sandbox's info says about its sleep on each runtime.
+func TestSleepNote(t *testing.T) {
+	m := &Manager{runtimes: map[string]runtime.Runtime{}, unavailable: map[string]error{}, instances: map[string]*instance{}}
+	m.AddRuntime(namedRuntime{name: RuntimeRunc})
+	cases := []struct {
+		runtime, want string
+	}{
+		{RuntimeRunc, "runtime runc cannot checkpoint memory"},
+		{RuntimeGVisor, "runtime gvisor is not available"},
+	}
+	if _, err := exec.LookPath("runsc"); err == nil {
+		dir := t.TempDir()
+		rt, err := runsc.New(runsc.Config{Root: filepath.Join(dir, "root"), BundleDir: filepath.Join(dir, "bundles")}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.AddRuntime(rt)
+		cases[1].want = "gVisor cannot checkpoint this sandbox"
+	}
+	for _, c := range cases {
+		in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusSleeping})
+		if in.SleepMode != SleepModeDisk || !strings.Contains(in.SleepNote, c.want) {
+			t.Errorf("%s: sleepMode %q, sleepNote %q; want disk and %q", c.runtime, in.SleepMode, in.SleepNote, c.want)
+		}
+		if in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusRunning}); in.SleepMode != "" || in.SleepNote != "" {
+			t.Errorf("%s running: sleepMode %q, sleepNote %q; want none", c.runtime, in.SleepMode, in.SleepNote)
+		}
 	}
 }

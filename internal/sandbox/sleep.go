@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -31,6 +32,40 @@ import (
 // on each of the many activity events of the hot path (a store of the time is all it costs),
 // settings changes need no timer bookkeeping, and the scan of even thousands of instances once a
 // second is negligible; the price is up to one interval of lateness.
+
+// Sleep modes (Info.SleepMode): what a sleep keeps.
+const (
+	SleepModeDisk   = "disk"
+	SleepModeMemory = "memory"
+)
+
+// Memory sleep. gVisor can save a whole sandbox (runtime.Checkpointer: runsc checkpoint and
+// restore), which would let a sleep keep running processes. It cannot save a hutch sandbox
+// with the runsc of these hosts (0.0~20221219): the Sentry refuses to save host network
+// sockets ("checkpoint not supported when using hostinet", and hutch's gVisor sandboxes use
+// --network=host, see the runsc package) and unix sockets bound in a host directory ("Cannot
+// save endpoint with bound host socket": the agent listens that way because runsc cannot hand
+// PID 1 an inherited socket). So every sleep keeps the disk only, and sleepNote says why; the
+// runsc backend's Checkpoint and Restore are tested on a container without either.
+
+// sleepNote says why rec's sleep keeps the disk only.
+func (m *Manager) sleepNote(rec store.Sandbox) string {
+	rt, err := m.runtimeOf(rec)
+	switch {
+	case err != nil:
+		return "runtime " + rec.Runtime + " is not available on this host"
+	case !checkpointer(rt):
+		return "runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and start again on wake"
+	default:
+		return "gVisor cannot checkpoint this sandbox: this runsc cannot save host network sockets (--network=host) or the agent's unix socket bound in a host directory; processes were stopped and start again on wake"
+	}
+}
+
+// checkpointer reports whether rt can save and restore a whole container (runtime.Checkpointer).
+func checkpointer(rt runtime.Runtime) bool {
+	_, ok := rt.(runtime.Checkpointer)
+	return ok
+}
 
 // Limits of sleepAfter.
 const (

@@ -175,6 +175,7 @@ func TestContainment(t *testing.T) {
 	requireEnv(t)
 	for _, rt := range testRuntimes() {
 		t.Run(rt, func(t *testing.T) {
+			requireRuntime(t, rt)
 			a := sandbox(t, "e2e-contain-a-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
 			b := sandbox(t, "e2e-contain-b-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
 			mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")

@@ -21,6 +21,8 @@
 //     bind-mounted host directory, which host processes can connect to. runsc cannot hand PID 1
 //     an inherited socket (no --preserve-fds), so hutch-init listens this way (the Runtime
 //     implements runtime.HostSocketer; Start refuses Spec.ExtraFiles).
+//   - --oci-seccomp: the spec's seccomp profile (ocispec.DefaultSeccomp) is applied inside the
+//     sandbox by the Sentry, as runc applies it in the host kernel (see adapt).
 //   - --file-access=shared: the Sentry caches no file data or metadata of the root file system
 //     and writes through at once, because hutchd reads the sandbox's disk from the host while it
 //     runs (backups, snapshots, the flush before sleep).
@@ -40,6 +42,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +73,10 @@ type Config struct {
 	CgroupParent string
 	// Platform is gVisor's platform: "ptrace" (default) or "kvm".
 	Platform string
+	// Network is runsc's --network: "host" (default; see the package doc) or "none" (no
+	// network at all but loopback, which gVisor can checkpoint: hostinet sockets cannot be
+	// saved).
+	Network string
 }
 
 // Runtime drives runsc. It is safe for concurrent use on different container IDs.
@@ -78,6 +85,7 @@ type Runtime struct {
 	root      string
 	bundleDir string
 	platform  string
+	network   string
 	spec      ocispec.Builder
 	log       *slog.Logger
 }
@@ -104,6 +112,13 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	if platform != "ptrace" && platform != "kvm" {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: platform %q: want ptrace or kvm", platform)
+	}
+	network := cfg.Network
+	if network == "" {
+		network = "host"
+	}
+	if network != "host" && network != "none" {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: network %q: want host or none", network)
 	}
 	bin := cfg.Binary
 	if bin == "" {
@@ -138,7 +153,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
 	}
 	return &Runtime{
-		binary: path, root: root, bundleDir: bundles, platform: platform,
+		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
 		spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
 	}, nil
 }
@@ -162,14 +177,40 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 
 // adapt changes the shared spec for runsc. The Sentry provides its own /proc, /sys, /dev,
 // devpts and cgroupfs and is the only process that talks to the host kernel, so:
-//   - the host seccomp profile is not loaded into the Sentry's user-space kernel (runsc applies
-//     OCI seccomp only with --oci-seccomp; gVisor's own filters guard the host);
+//   - the seccomp profile stays: with --oci-seccomp the Sentry applies it to the sandbox's
+//     processes (gVisor's own filters guard the host from the Sentry itself). The calls it
+//     refuses (unshare, setns, ptrace, perf_event_open, io_uring, …) would reach only the
+//     Sentry, never the host kernel, but each is Sentry code an attacker need not reach, and
+//     with the same profile a program sees the same answers on both runtimes;
 //   - sysctls are host kernel settings runsc does not support (IPv6 in the namespace is off
 //     already: the namespace has no IPv6 addresses and the egress firewall drops IPv6);
 //   - the device cgroup rules stay (runsc applies them to its own processes).
+//
+// runsc builds its seccomp program with EPERM for every errno action: it ignores ErrnoRet, so
+// the profile's "clone3 answers ENOSYS" rule would answer EPERM, and glibc, which falls back to
+// clone only on ENOSYS, could not start threads. This Sentry does not implement clone3 and
+// answers ENOSYS itself, so the rule becomes an allow rule here (TestSeccompInSentry checks that answer).
+//
+// runsc looks names up in its own system call table and skips the ones it lacks (it logs
+// "OCI seccomp: ignoring syscall"). Two consequences: a call named differently there must be
+// named its way (pselect6 is "pselect" in this runsc: without it readline's pselect fails and
+// an interactive bash exits at once), and a call this Sentry does not implement answers EPERM
+// instead of ENOSYS (openat2, fchmodat2, futex_waitv, landlock_*, …: libcs that fall back only
+// on ENOSYS fail there instead).
 func adapt(spec *specs.Spec) {
-	spec.Linux.Seccomp = nil
 	spec.Linux.Sysctl = nil
+	if sc := spec.Linux.Seccomp; sc != nil {
+		for i, rule := range sc.Syscalls {
+			if slices.Equal(rule.Names, []string{"clone3"}) && rule.Action == specs.ActErrno {
+				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActAllow}
+			}
+		}
+		if slices.ContainsFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool {
+			return r.Action == specs.ActAllow && len(r.Args) == 0 && slices.Contains(r.Names, "pselect6")
+		}) {
+			sc.Syscalls = append(sc.Syscalls, specs.LinuxSyscall{Names: []string{"pselect"}, Action: specs.ActAllow})
+		}
+	}
 }
 
 func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
@@ -179,9 +220,10 @@ func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 	global := []string{
 		"--root", r.root,
 		"--platform", r.platform,
-		"--network", "host",
+		"--network", r.network,
 		"--host-uds", "create",
 		"--file-access", "shared",
+		"--oci-seccomp",
 	}
 	cmd := exec.CommandContext(ctx, r.binary, append(global, args...)...)
 	cmd.WaitDelay = 5 * time.Second

@@ -1,0 +1,134 @@
+package runsc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
+)
+
+var _ runtime.Checkpointer = (*Runtime)(nil)
+
+// Checkpoint saves the whole sandbox (every task's memory, registers, open files, the Sentry's
+// kernel state) into dir with `runsc checkpoint --image-path dir`; the container is stopped
+// afterwards and must still be deleted (Delete). dir is created (0700) if missing and must be
+// empty. Errors: errdefs.ErrNotFound (unknown ID), errdefs.ErrFailedPrecondition (not
+// running), errdefs.ErrInternal with runsc's message (a state gVisor cannot save, such as a
+// host-backed socket the Sentry cannot serialise: "checkpoint not supported when using
+// hostinet", "Cannot save endpoint with bound host socket"). On error the container may still
+// run (a refusal found before saving) or be stopped (the Sentry's save failed half-way).
+func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
+	if err := ocispec.CheckID(id); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("runsc checkpoint %s: %w", id, err)
+	}
+	logPath := filepath.Join(r.bundle(id), "runsc-checkpoint.log")
+	started := time.Now()
+	cmd := r.command(ctx, "--log", logPath, "checkpoint", "--image-path", dir, id)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("runsc checkpoint %s: %w", id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+		}
+		logText, _ := os.ReadFile(logPath)
+		msg := errorLines(string(logText))
+		if msg == "" {
+			msg = string(out)
+		}
+		return runscError("checkpoint", id, err, checkpointReason(msg))
+	}
+	r.log.Info("container checkpointed", "id", id, "image", dir, "took", time.Since(started).Round(time.Microsecond))
+	return nil
+}
+
+// Restore starts spec's container from the image Checkpoint wrote in dir (`runsc restore
+// --detach`): its processes continue where they were. spec must describe the same container
+// as at checkpoint (same mounts, same network namespace path; the root file system mounted
+// again with the same contents); the old container must be deleted first. The bundle is
+// rewritten from spec. Errors as Start's; on error nothing of the container is left behind.
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.State, error) {
+	if err := ocispec.CheckSpec(spec); err != nil {
+		return runtime.State{}, err
+	}
+	if len(spec.ExtraFiles) > 0 {
+		return runtime.State{}, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: runsc cannot pass inherited files to PID 1", spec.ID)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
+		return runtime.State{}, fmt.Errorf("runsc restore %s: no checkpoint image in %s: %w", spec.ID, dir, errors.Join(errdefs.ErrNotFound, err))
+	}
+	oci, err := r.BuildSpec(spec)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	if _, err := r.State(ctx, spec.ID); err == nil {
+		return runtime.State{}, fmt.Errorf("runsc restore %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+	} else if !errors.Is(err, errdefs.ErrNotFound) {
+		return runtime.State{}, err
+	}
+	bundle := r.bundle(spec.ID)
+	if err := ocispec.WriteBundle(bundle, oci); err != nil {
+		return runtime.State{}, fmt.Errorf("runsc: %w", err)
+	}
+	started := time.Now()
+	st, err := r.restore(ctx, spec, bundle, dir)
+	if err != nil {
+		r.log.Warn("container restore failed", "id", spec.ID, "err", err)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
+			r.log.Error("cleanup after failed restore", "id", spec.ID, "err", derr)
+		}
+		return runtime.State{}, err
+	}
+	r.log.Info("container restored", "id", spec.ID, "pid", st.Pid, "image", dir, "took", time.Since(started).Round(time.Microsecond))
+	return st, nil
+}
+
+func (r *Runtime) restore(ctx context.Context, spec runtime.Spec, bundle, dir string) (runtime.State, error) {
+	stdin, out, err := openStdio(spec.LogPath)
+	if err != nil {
+		return runtime.State{}, err
+	}
+	defer stdin.Close()
+	defer out.Close()
+	runscLog := filepath.Join(bundle, "runsc-restore.log")
+	pidFile := filepath.Join(bundle, "pid")
+	cmd := r.command(ctx, "--log", runscLog, "restore", "--detach", "--image-path", dir, "--bundle", bundle, "--pid-file", pidFile, spec.ID)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return runtime.State{}, fmt.Errorf("runsc restore %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+		}
+		logText, _ := os.ReadFile(runscLog)
+		return runtime.State{}, runscError("restore", spec.ID, err, errorLines(string(logText)))
+	}
+	if b, err := os.ReadFile(pidFile); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+			return runtime.State{ID: spec.ID, Status: runtime.StatusRunning, Pid: pid}, nil
+		}
+	}
+	return r.State(ctx, spec.ID)
+}
+
+// checkpointReason shortens a failed checkpoint's message to its first line, without the dump
+// of the Sentry object that could not be saved: a panic in gVisor's state encoder reads
+// `checkpoint failed: …: encoding error at object T{…}: <reason>:` followed by a stack trace.
+func checkpointReason(msg string) string {
+	first, _, _ := strings.Cut(strings.TrimSpace(msg), "\n")
+	if head, _, ok := strings.Cut(first, "encoding error at object"); ok {
+		if i := strings.LastIndex(first, "}: "); i >= 0 {
+			first = head + strings.TrimSuffix(strings.TrimSpace(first[i+3:]), ":")
+		}
+	}
+	return first
+}
