@@ -101,6 +101,9 @@ type Config struct {
 	// stream log buffer in bytes; how long finished ones are kept). Zero: the agent's defaults.
 	ProcessLogBytes  int
 	ProcessRetention time.Duration
+	// DiskQuota gives each new sandbox a disk of its own with its instance type's DiskBytes
+	// (disk.go). Off: new sandboxes' disks are directories on the data volume, unlimited.
+	DiskQuota bool
 	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
 	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
 	IdleCheckInterval time.Duration
