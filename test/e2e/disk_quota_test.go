@@ -90,7 +90,8 @@ func TestDiskQuota(t *testing.T) {
 
 	before := dataFree(t)
 	// fallocate takes most of the quota at once; dd then writes real blocks past it.
-	out := mustExec(t, a, `df -B1 --output=size /workspace | tail -1; fallocate -l 1800M /workspace/big && echo allocated;
+	out := mustExec(t, a, `df -B1 --output=size /workspace | tail -1; free=$(df -B1 --output=avail /workspace | tail -1);
+		fallocate -l $((free - 134217728)) /workspace/big 2>&1 && echo allocated;
 		dd if=/dev/zero of=/workspace/more bs=1M count=400 conv=fsync 2>&1; echo "dd exit $?"`)
 	lines := strings.SplitN(out, "\n", 2)
 	size, err := strconv.ParseInt(strings.TrimSpace(lines[0]), 10, 64)
