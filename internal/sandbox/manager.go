@@ -86,8 +86,9 @@ type RootFS interface {
 type Config struct {
 	// StateDir holds the agent binary copy and the agents' sockets.
 	StateDir string
-	// DataDir holds sandboxes/<id>/{upper,work,rootfs,etc,mounts}: the sandboxes' disks (the
-	// data volume's mountpoint, see internal/volume). Default StateDir.
+	// DataDir holds sandboxes/<id>/{disk.img,disk/{upper,work,mounts},rootfs,etc}: the
+	// sandboxes' disks (the data volume's mountpoint, see internal/volume; disk.go for disks
+	// without an image). Default StateDir.
 	DataDir string
 	// AgentBinary is the host path of the static hutch-init binary.
 	AgentBinary string

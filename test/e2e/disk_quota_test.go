@@ -144,3 +144,64 @@ func TestDiskQuota(t *testing.T) {
 	}
 	waitNoLoops(t, "/sandboxes/"+id+"/")
 }
+
+// restartWith restarts the shared hutchd (SIGTERM: sandboxes keep running) with extra flags,
+// and with its usual flags again when the test ends.
+func restartWith(t *testing.T, extra ...string) {
+	t.Helper()
+	base := append([]string(nil), d.Args...)
+	d.Stop()
+	d.Args = append(append([]string(nil), base...), extra...)
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatalf("restart with %v: %v\n%s", extra, err, d.LogTail())
+	}
+	t.Cleanup(func() {
+		d.Stop()
+		d.Args = base
+		if err := d.Start(context.Background()); err != nil {
+			t.Fatalf("restart: %v\n%s", err, d.LogTail())
+		}
+	})
+}
+
+// With --disk-quota off new sandboxes get a plain directory (no image, no limit); a sandbox
+// that has an image keeps using it; and a sandbox without one (as from before quotas) keeps
+// working without one once quotas are on again.
+func TestDiskQuotaOff(t *testing.T) {
+	requireEnv(t)
+	sandboxes := filepath.Join(d.StateDir, "data", "sandboxes")
+	withImage := sandbox(t, "e2e-quota-img", &client.SandboxOptions{InstanceType: "lite"})
+	mustExec(t, withImage, "echo img > /workspace/f")
+	t.Run("off", func(t *testing.T) {
+		restartWith(t, "--disk-quota", "off")
+		plain := sandbox(t, "e2e-quota-plain", &client.SandboxOptions{InstanceType: "lite"})
+		mustExec(t, plain, "echo plain > /workspace/f")
+		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !os.IsNotExist(err) {
+			t.Errorf("a sandbox made with quotas off has a disk image: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "upper", "workspace", "f")); err != nil {
+			t.Errorf("its writes are not in its directory: %v", err)
+		}
+		// The sandbox with an image: stopped and started with quotas off, it mounts its image.
+		if _, err := withImage.Stop(ctxT(t, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustExec(t, withImage, "cat /workspace/f"); got != "img\n" {
+			t.Errorf("image sandbox with quotas off: %q", got)
+		}
+		if fstype, _ := mountAt(t, filepath.Join(sandboxes, withImage.ID(), "disk")); fstype != "ext4" {
+			t.Errorf("image sandbox with quotas off: disk mount %q, want ext4", fstype)
+		}
+		// Quotas on again: the plain sandbox keeps its directory through a stop and start.
+		restartWith(t, "--disk-quota", "on") // the last flag wins
+		if _, err := plain.Stop(ctxT(t, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if got := mustExec(t, plain, "cat /workspace/f"); got != "plain\n" {
+			t.Errorf("plain sandbox with quotas on: %q", got)
+		}
+		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !os.IsNotExist(err) {
+			t.Errorf("a sandbox from before quotas got a disk image: %v", err)
+		}
+	})
+}
