@@ -120,6 +120,19 @@ func TestDiskQuota(t *testing.T) {
 		t.Errorf("stopped sandbox still has mounts %v", m)
 	}
 	waitNoLoops(t, "/sandboxes/"+id+"/")
+	// A snapshot of the stopped sandbox reads its disk, mounted for the while.
+	snap, err := a.Snapshot(ctxT(t, 2*time.Minute))
+	if err != nil {
+		t.Fatalf("snapshot of the stopped sandbox: %v", err)
+	}
+	t.Cleanup(func() { _ = d.Client().DeleteSnapshot(ctxT(t, time.Minute), snap.ID) })
+	if snap.SizeBytes == 0 {
+		t.Errorf("snapshot of the stopped sandbox is empty: %+v", snap)
+	}
+	if m := mountsUnder(sbDir); len(m) > 0 {
+		t.Errorf("stopped sandbox has mounts %v after a snapshot", m)
+	}
+	waitNoLoops(t, "/sandboxes/"+id+"/")
 	if got := mustExec(t, a, "cat /workspace/kept"); got != "kept\n" {
 		t.Errorf("after stop and start: %q", got)
 	}
