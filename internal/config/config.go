@@ -144,6 +144,11 @@ type Config struct {
 	// state dir's file system at creation, between 2 GiB and 64 GiB (as LXD sizes its default
 	// loop-backed pool).
 	DataVolumeSize string `json:"dataVolumeSize"`
+	// DiskQuota is "on" (the default): each new sandbox's disk is a file system of its own,
+	// an image of its instance type's disk size on the data volume, loop-mounted, so writes
+	// past the size fail with ENOSPC inside the sandbox. "off" (hosts without loop devices):
+	// new sandboxes' disks are unlimited directories; sandboxes that have an image keep it.
+	DiskQuota string `json:"diskQuota"`
 
 	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
 	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
@@ -202,6 +207,7 @@ func Defaults() Config {
 		BackupGCInterval: Duration(10 * time.Minute),
 		BackupOrphanAge:  Duration(time.Hour),
 		DataVolumeSize:   "auto",
+		DiskQuota:        "on",
 		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
@@ -258,6 +264,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
 	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
+	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
 	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
@@ -314,6 +321,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.BlobDir, *blobDir, "HUTCH_BLOB_DIR")
 	pick(&c.DataVolume, *dataVolume, "HUTCH_DATA_VOLUME")
 	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
+	pick(&c.DiskQuota, *diskQuota, "HUTCH_DISK_QUOTA")
 	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
 	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
 	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
@@ -479,6 +487,9 @@ func (c Config) Validate() error {
 		if _, err := volume.ParseSize(c.DataVolumeSize); err != nil {
 			bad("data volume size %q: %v (or \"auto\")", c.DataVolumeSize, err)
 		}
+	}
+	if c.DiskQuota != "on" && c.DiskQuota != "off" {
+		bad("disk quota %q: want \"on\" or \"off\"", c.DiskQuota)
 	}
 	if c.PreviewListen != "off" {
 		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {

@@ -37,6 +37,12 @@ func TestLoadPrecedence(t *testing.T) {
 	if cfg.Upstreams["a.internal"] != "127.0.0.1:80" || cfg.Upstreams["git.internal"] != "127.0.0.1:8418" {
 		t.Errorf("Upstreams = %v", cfg.Upstreams)
 	}
+	if cfg.DiskQuota != "on" {
+		t.Errorf("DiskQuota = %q; want the default on", cfg.DiskQuota)
+	}
+	if cfg, err := Load(nil, env(map[string]string{"HUTCH_DISK_QUOTA": "off"})); err != nil || cfg.DiskQuota != "off" {
+		t.Errorf("HUTCH_DISK_QUOTA=off: %q, %v", cfg.DiskQuota, err)
+	}
 }
 
 func TestLoadRejects(t *testing.T) {
@@ -48,6 +54,7 @@ func TestLoadRejects(t *testing.T) {
 		{"--upstream", "missing-equals"},
 		{"--dns-port", "70000"},
 		{"--log-level", "loud"},
+		{"--disk-quota", "maybe"},
 		{"--no-such-flag"},
 	} {
 		if _, err := Load(args, env(nil)); !errdefsInvalid(err) {

@@ -138,6 +138,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		StopGrace:        time.Duration(cfg.StopGrace),
 		ProcessLogBytes:  cfg.ProcessLogBytes,
 		ProcessRetention: time.Duration(cfg.ProcessRetention),
+		DiskQuota:        cfg.DiskQuota == "on",
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err

@@ -232,7 +232,7 @@ func newMountID() (string, error) {
 }
 
 func (m *Manager) mountDir(id, mid string) string {
-	return filepath.Join(m.sandboxDir(id), "mounts", mid)
+	return filepath.Join(m.diskDir(id), "mounts", mid)
 }
 
 func (m *Manager) touch(id string) {

@@ -86,8 +86,9 @@ type RootFS interface {
 type Config struct {
 	// StateDir holds the agent binary copy and the agents' sockets.
 	StateDir string
-	// DataDir holds sandboxes/<id>/{upper,work,rootfs,etc,mounts}: the sandboxes' disks (the
-	// data volume's mountpoint, see internal/volume). Default StateDir.
+	// DataDir holds sandboxes/<id>/{disk.img,disk/{upper,work,mounts},rootfs,etc}: the
+	// sandboxes' disks (the data volume's mountpoint, see internal/volume; disk.go for disks
+	// without an image). Default StateDir.
 	DataDir string
 	// AgentBinary is the host path of the static hutch-init binary.
 	AgentBinary string
@@ -101,6 +102,9 @@ type Config struct {
 	// stream log buffer in bytes; how long finished ones are kept). Zero: the agent's defaults.
 	ProcessLogBytes  int
 	ProcessRetention time.Duration
+	// DiskQuota gives each new sandbox a disk of its own with its instance type's DiskBytes
+	// (disk.go). Off: new sandboxes' disks are directories on the data volume, unlimited.
+	DiskQuota bool
 	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
 	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
 	IdleCheckInterval time.Duration

@@ -140,6 +140,10 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		m.log.WarnContext(ctx, "adopt: network", "sandbox_id", rec.ID, "err", err)
 		return false
 	}
+	if _, err := m.holdDisk(ctx, rec.ID); err != nil { // mounted again if it is not
+		m.log.WarnContext(ctx, "adopt: disk", "sandbox_id", rec.ID, "err", err)
+		return false
+	}
 	tr := m.agentTransport(rec.ID)
 	if err := waitAgent(ctx, tr, 3*time.Second); err != nil {
 		tr.CloseIdleConnections()
@@ -159,9 +163,9 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 }
 
 // isViewMount reports whether rest (a mountpoint below a sandbox's directory) is the read-only
-// view of a directory mount that a snapshot made (mounts/<mountID>/view), which a crash during
+// view of a directory mount that a snapshot made ([disk/]mounts/<mountID>/view), which a crash during
 // the snapshot may leave behind.
 func isViewMount(rest string) bool {
-	parts := strings.Split(rest, "/")
+	parts := strings.Split(strings.TrimPrefix(rest, "disk/"), "/")
 	return len(parts) == 3 && parts[0] == "mounts" && parts[2] == "view"
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,10 +282,13 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	var err error = errdefs.New(errdefs.CodeUnavailable, "snapshots are not available on this host")
 	if s := m.sleepSnap.Load(); s != nil {
 		var views map[string]string
-		var release func()
-		if views, release, err = m.dirMountViews(ctx, rec.ID); err == nil {
-			id, err = (*s).SnapshotAsleep(ctx, rec, Disk{Upper: filepath.Join(m.sandboxDir(rec.ID), "upper"), Mounts: views})
-			release()
+		var release, releaseDisk func()
+		if releaseDisk, err = m.holdDisk(ctx, rec.ID); err == nil {
+			if views, release, err = m.dirMountViews(ctx, rec.ID); err == nil {
+				id, err = (*s).SnapshotAsleep(ctx, rec, Disk{Upper: m.upperDir(rec.ID), Mounts: views})
+				release()
+			}
+			releaseDisk()
 		}
 	}
 	if err != nil {

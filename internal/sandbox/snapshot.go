@@ -85,7 +85,12 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	m.mu.RLock()
 	inst := m.instances[id]
 	m.mu.RUnlock()
-	upper := filepath.Join(m.sandboxDir(id), "upper")
+	releaseDisk, err := m.holdDisk(ctx, id) // a sleeping sandbox's disk is not mounted
+	if err != nil {
+		return err
+	}
+	defer releaseDisk()
+	upper := m.upperDir(id)
 	if inst != nil {
 		rt, err := m.runtimeOf(rec)
 		if err != nil {
@@ -161,6 +166,10 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 		return Info{}, err
 	}
 	dir := m.sandboxDir(id)
+	// A disk of its own is dropped whole; the next start makes a new, empty one.
+	if err := m.diskOf(id).Remove(m.log); err != nil {
+		return Info{}, fmt.Errorf("reset disk of %s: %w", id, err)
+	}
 	suffix := make([]byte, 4)
 	_, _ = rand.Read(suffix)
 	for _, d := range []string{"upper", "work"} {

@@ -77,8 +77,17 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		return err
 	}
 	dir := m.sandboxDir(id)
-	for _, d := range []string{"upper", "work", "rootfs", "etc"} {
+	for _, d := range []string{"rootfs", "etc"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			return fmt.Errorf("sandbox dir: %w", err)
+		}
+	}
+	ddir, err := m.prepareDisk(ctx, rec, it.DiskBytes)
+	if err != nil {
+		return err
+	}
+	for _, d := range []string{"upper", "work"} {
+		if err := os.MkdirAll(filepath.Join(ddir, d), 0o700); err != nil {
 			return fmt.Errorf("sandbox dir: %w", err)
 		}
 	}
@@ -109,7 +118,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if err != nil {
 		return err
 	}
-	if err := m.rootfs.Mount(lower, filepath.Join(dir, "upper"), filepath.Join(dir, "work"), merged); err != nil {
+	if err := m.rootfs.Mount(lower, filepath.Join(ddir, "upper"), filepath.Join(ddir, "work"), merged); err != nil {
 		return fmt.Errorf("mount root filesystem: %w", err)
 	}
 	if err := m.mountDirs(ctx, id, merged); err != nil {
@@ -223,7 +232,7 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 		errs = append(errs, fmt.Errorf("container state: %w", err))
 	}
 	if flush {
-		if err := syncDir(filepath.Join(m.sandboxDir(id), "upper")); err != nil {
+		if err := syncDir(m.upperDir(id)); err != nil {
 			errs = append(errs, fmt.Errorf("flush disk: %w", err))
 		}
 	}
@@ -235,6 +244,8 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 	}
 	if err := m.rootfs.Unmount(filepath.Join(m.sandboxDir(id), "rootfs")); err != nil {
 		errs = append(errs, fmt.Errorf("unmount: %w", err))
+	} else if err := m.unmountDisk(id); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("teardown %s: %w", id, err)

@@ -127,10 +127,16 @@ func checkImageFree(image string) error {
 	return nil
 }
 
-// attach attaches image to a free loop device with LOOP_CONFIGURE and LO_FLAGS_AUTOCLEAR. It
-// returns the device's path and an open descriptor of it: the caller closes that only after
-// mounting, because an autoclear device with no opener and no mount detaches at once.
+// attach attaches image to a free loop device with LOOP_CONFIGURE and LO_FLAGS_AUTOCLEAR, with
+// discard off (see disableDiscard). It returns the device's path and an open descriptor of it:
+// the caller closes that only after mounting, because an autoclear device with no opener and
+// no mount detaches at once.
 func attach(image string, log *slog.Logger) (string, *os.File, error) {
+	return attachLoop(image, log, true)
+}
+
+// attachLoop is attach, with discard switched off on the device when noDiscard is set.
+func attachLoop(image string, log *slog.Logger, noDiscard bool) (string, *os.File, error) {
 	img, err := os.OpenFile(image, os.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", nil, fmt.Errorf("volume: open image: %w", err)
@@ -165,7 +171,9 @@ func attach(image string, log *slog.Logger) (string, *os.File, error) {
 		copy(cfg.Info.File_name[:len(cfg.Info.File_name)-1], image)
 		err = unix.IoctlLoopConfigure(int(dev.Fd()), &cfg)
 		if err == nil {
-			disableDiscard(n, log)
+			if noDiscard {
+				disableDiscard(n, log)
+			}
 			if directIO && !sysfsFlag(fmt.Sprintf("/sys/block/loop%d/loop/dio", n)) {
 				log.Warn("loop device refused direct I/O, using buffered I/O", "device", path)
 			}

@@ -37,7 +37,8 @@
 //     per-sandbox disk quotas, but ext4 refuses to mount either feature on a kernel built
 //     without CONFIG_QFMT_V2 (as the test hosts' kernel is), so volumes are made without them.
 //     Inodes are 256 bytes, so `tune2fs -O project,quota` can add them later, offline, on a
-//     kernel that has quota support.
+//     kernel that has quota support. Per-sandbox limits are Disks instead (disk.go): a sparse
+//     ext4 image per sandbox on the volume, on a loop device of its own.
 //
 // Errors carry errdefs classes: InvalidArgument for a bad Config or size string,
 // ResourceExhausted (code NO_SPACE) when the host file system cannot hold the image, and

@@ -15,7 +15,8 @@ import (
 // agentDirect talks to a sandbox's hutch-init over its unix socket, bypassing hutchd, to split
 // the API exec round trip into hutchd's share and the agent's share.
 type agentDirect struct {
-	hc *http.Client
+	hc  *http.Client
+	dir *os.File // <state>/agents, named by the socket path: kept open (and referenced) until close
 }
 
 // newAgentDirect dials the sandbox's agent socket, <state>/agents/<id>.sock, as hutchd itself
@@ -33,7 +34,7 @@ func newAgentDirect(ctx context.Context, stateDir, id string) (*agentDirect, err
 		},
 		DisableCompression: true,
 	}
-	return &agentDirect{hc: &http.Client{Transport: tr}}, nil
+	return &agentDirect{hc: &http.Client{Transport: tr}, dir: dir}, nil
 }
 
 func (a *agentDirect) do(ctx context.Context, method, path string, body []byte) error {
@@ -68,7 +69,10 @@ func (a *agentDirect) execTrue(ctx context.Context) error {
 	return a.do(ctx, http.MethodPost, "execute", []byte(`{"command":"true"}`))
 }
 
-func (a *agentDirect) close() { a.hc.CloseIdleConnections() }
+func (a *agentDirect) close() {
+	a.hc.CloseIdleConnections()
+	a.dir.Close()
+}
 
 // hostBash runs `bash --norc --noprofile -c true` on the host: the floor of spawning the shell
 // that the agent starts for every command (without the state-saving wrapper).

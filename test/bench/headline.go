@@ -216,9 +216,14 @@ func removeCgroupParents() error {
 	return errors.Join(errs...)
 }
 
-// upper is the host path of sandbox id's upper directory (its own writes).
+// upper is the host path of sandbox id's upper directory (its own writes): on its disk image's
+// mount (disk/) when it has one, else in its directory.
 func (h *headline) upper(id string) string {
-	return filepath.Join(h.d.StateDir, "data", "sandboxes", id, "upper")
+	dir := filepath.Join(h.d.StateDir, "data", "sandboxes", id)
+	if _, err := os.Stat(filepath.Join(dir, "disk.img")); err == nil {
+		return filepath.Join(dir, "disk", "upper")
+	}
+	return filepath.Join(dir, "upper")
 }
 
 // timed runs fn and returns how long it took.

@@ -24,7 +24,7 @@
 //
 // Usage, as root, from the repository root:
 //
-//	go run ./test/bench [-n 20] [-m 200] [-type standard-1]
+//	go run ./test/bench [-n 20] [-m 200] [-type standard-1] [-disk-quota on|off]
 //	go run ./test/bench -headline [-hn 3] [-type standard-1]
 //	go run ./test/bench -gvisor [-n 20] [-m 200] [-type standard-1]
 //	go run ./test/bench -fairness [-m 200] [-type standard-1]
@@ -76,6 +76,7 @@ type config struct {
 	hn           int           // iterations of the headline's cheap steps
 	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
 	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
+	diskQuota    string        // hutchd's --disk-quota: on or off
 }
 
 func main() {
@@ -90,6 +91,7 @@ func main() {
 	flag.DurationVar(&cfg.codeRefill, "code-refill", 2*time.Second, "with -code: pause between create cycles, for the interpreter pool to refill (0: back to back)")
 	flag.BoolVar(&cfg.gvisor, "gvisor", false, "compare gVisor sandboxes with runc ones instead: create → first exec, exec round trip (see gvisor.go)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
+	flag.StringVar(&cfg.diskQuota, "disk-quota", "on", "hutchd's --disk-quota (on: each sandbox's disk is an image of its own; off: a directory)")
 	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -145,7 +147,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	progress("starting hutchd")
-	d, err := startDaemon(ctx, bins, work, cfg.imagesDir)
+	d, err := startDaemon(ctx, bins, work, cfg.imagesDir, "--disk-quota", cfg.diskQuota)
 	if err != nil {
 		return err
 	}

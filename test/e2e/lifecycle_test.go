@@ -61,7 +61,7 @@ func assertAsleep(t *testing.T, id string) {
 			t.Errorf("sleeping %s still has cgroup %s", id, cg)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "upper")); err != nil {
+	if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "disk.img")); err != nil {
 		t.Errorf("sleeping %s lost its disk: %v", id, err)
 	}
 }

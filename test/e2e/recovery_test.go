@@ -180,9 +180,21 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	l := scanLeftovers(t)
 	t.Logf("after restart: running=%v %s", running, l)
+	// A running sandbox has two mounts: its disk (sandboxes/<id>/disk) and its root (rootfs).
 	if len(l.containers) != len(running) || len(l.netns) != len(running) || len(l.links) != len(running) ||
-		len(l.inits) != len(running) || len(l.mounts) != len(running) {
+		len(l.inits) != len(running) || len(l.mounts) != 2*len(running) {
 		t.Fatalf("leftovers do not match the %d running sandboxes: %s", len(running), l)
+	}
+	for _, mp := range l.mounts {
+		id, _, _ := strings.Cut(strings.TrimPrefix(mp, filepath.Join(d.StateDir, "data", "sandboxes")+"/"), "/")
+		if !running[id] {
+			t.Fatalf("mount %s belongs to no running sandbox: %s", mp, l)
+		}
+	}
+	for _, id := range ids {
+		if !running[id] {
+			waitNoLoops(t, "/sandboxes/"+id+"/")
+		}
 	}
 	for _, cg := range l.cgroups {
 		if !running[filepath.Base(cg)] {

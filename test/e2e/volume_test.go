@@ -48,7 +48,7 @@ func TestDataVolume(t *testing.T) {
 	}
 	sb := sandbox(t, "e2e-volume", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, sb, "mkdir -p /workspace/v && for i in $(seq 1 100); do echo $i > /workspace/v/f$i; done")
-	if _, err := os.Stat(filepath.Join(data, "sandboxes", sb.ID(), "upper", "workspace", "v", "f100")); err != nil {
+	if _, err := os.Stat(filepath.Join(data, "sandboxes", sb.ID(), "disk", "upper", "workspace", "v", "f100")); err != nil {
 		t.Fatalf("the sandbox's writes are not on the volume: %v", err)
 	}
 	d.Stop()
@@ -74,9 +74,10 @@ func TestDataVolume(t *testing.T) {
 	}
 }
 
-// A sandbox that fills the data volume gets ENOSPC; hutchd, its API and other sandboxes keep
-// working (reads, execs), the host's free space does not move (the volume's space was reserved
-// when it was made), and everything recovers once the space is freed.
+// A sandbox that fills its disk (its quota; without quotas, the data volume) gets ENOSPC;
+// hutchd, its API and other sandboxes keep working (reads, execs), the host's free space does
+// not move (the volume's space was reserved when it was made), and everything recovers once
+// the space is freed.
 func TestDataVolumeFull(t *testing.T) {
 	requireEnv(t)
 	a := sandbox(t, "e2e-volume-fill", &client.SandboxOptions{InstanceType: "lite"})
