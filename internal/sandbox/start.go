@@ -161,7 +161,9 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		Cwd:       "/",
 		NetNSPath: n.NSPath,
 		Resources: it.Resources(),
-		LogPath:   filepath.Join(dir, "agent.log"),
+		// PID 1's stdout and stderr: on the sandbox's own disk (inside its quota), because code
+		// in the sandbox can write to them (/proc/1/fd/1), which must not fill the data volume.
+		LogPath: filepath.Join(ddir, "agent.log"),
 		Mounts: append([]runtime.Mount{
 			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
 		}, append(agentMounts, etc...)...),

@@ -133,6 +133,8 @@ func TestGVisor(t *testing.T) {
 	})
 
 	t.Run("sleep and wake", func(t *testing.T) {
+		// /tmp is on the sandbox's disk as on runc (runsc would put a tmpfs there): it lasts.
+		mustExec(t, sb, "echo kept > /tmp/keep.txt")
 		info, err := sb.Sleep(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -144,6 +146,9 @@ func TestGVisor(t *testing.T) {
 		}
 		if out := mustExec(t, sb, "cat /workspace/notes/hello.txt"); out != "héllo gvisor\n" {
 			t.Fatalf("after wake: %q", out)
+		}
+		if out := mustExec(t, sb, "cat /tmp/keep.txt"); out != "kept\n" {
+			t.Fatalf("/tmp after wake: %q (a tmpfs?)", out)
 		}
 	})
 

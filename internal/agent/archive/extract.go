@@ -2,6 +2,7 @@ package archive
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -228,7 +229,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 		x.st.Dirs++
 		return nil
 	case tar.TypeReg, tar.TypeRegA:
-		return x.file(tr, abs, rel, attr)
+		return x.file(tr, abs, rel, hdr.Size, attr)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
 			return unsafeEntry(hdr.Name, "empty symlink target or NUL byte in it")
@@ -277,7 +278,7 @@ func (x *extractor) replace(abs string, create func() error) error {
 	return create()
 }
 
-func (x *extractor) file(tr *tar.Reader, abs, rel string, attr dirAttr) error {
+func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, attr dirAttr) error {
 	var f *os.File
 	err := x.replace(abs, func() error {
 		var err error
@@ -287,15 +288,10 @@ func (x *extractor) file(tr *tar.Reader, abs, rel string, attr dirAttr) error {
 	if err != nil {
 		return x.fsError(err, rel)
 	}
-	// Hide *os.File's ReadFrom, which would copy through a fresh buffer per file.
-	n, err := io.CopyBuffer(struct{ io.Writer }{f}, tr, x.buf)
+	n, err := x.copySparse(f, tr, rel, size)
 	if err != nil {
 		f.Close()
-		var pe *fs.PathError
-		if errors.As(err, &pe) && pe.Path == abs {
-			return x.fsError(err, rel)
-		}
-		return x.readError(err)
+		return err
 	}
 	fd := int(f.Fd())
 	if x.chown && attr.uid >= 0 {
@@ -317,6 +313,67 @@ func (x *extractor) file(tr *tar.Reader, abs, rel string, attr dirAttr) error {
 	x.st.Files++
 	x.st.Bytes += n
 	return nil
+}
+
+// holeBlock is the granularity of hole detection, in bytes: an aligned block of this many zero
+// bytes in a file's content is skipped (left a hole) rather than written. A multiple of every
+// common file system block size, and a divisor of bufSize.
+const holeBlock = 64 << 10
+
+// zeroBlock is holeBlock zero bytes to compare with.
+var zeroBlock = make([]byte, holeBlock)
+
+// copySparse writes the size bytes of entry rel's content from r to f (a new, empty file) and
+// returns how many it wrote, which is size on success. Aligned holeBlock blocks of zeros are not
+// written but skipped, and the file's size is set at the end, so they become holes (as `cp
+// --sparse=always` makes them): a sparse file, which a tar stores at its full apparent size,
+// takes no more disk extracted than it did when it was archived. Errors: the archive stream's
+// classified by readError, the file's by fsError (NO_SPACE for ENOSPC and EDQUOT), ctx's wrapped.
+func (x *extractor) copySparse(f *os.File, r io.Reader, rel string, size int64) (int64, error) {
+	var off int64
+	for off < size {
+		if err := x.ctx.Err(); err != nil {
+			return off, fmt.Errorf("extract: %w", err)
+		}
+		n, err := io.ReadFull(r, x.buf[:min(int64(len(x.buf)), size-off)])
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // the header promised more
+			}
+			return off, x.readError(err)
+		}
+		// Write each run of blocks that are not all zeros with one call; skip the others.
+		chunk := x.buf[:n]
+		for len(chunk) > 0 {
+			k := 0
+			for k < len(chunk) && !isZeroBlock(chunk[k:min(k+holeBlock, len(chunk))]) {
+				k = min(k+holeBlock, len(chunk))
+			}
+			if k > 0 {
+				if _, err := f.WriteAt(chunk[:k], off); err != nil {
+					return off, x.fsError(err, rel)
+				}
+				off += int64(k)
+				chunk = chunk[k:]
+			}
+			z := 0
+			for z < len(chunk) && isZeroBlock(chunk[z:min(z+holeBlock, len(chunk))]) {
+				z = min(z+holeBlock, len(chunk))
+			}
+			off += int64(z)
+			chunk = chunk[z:]
+		}
+	}
+	// The apparent size, which the writes do not reach when the content ends in zeros.
+	if err := f.Truncate(size); err != nil {
+		return off, x.fsError(err, rel)
+	}
+	return off, nil
+}
+
+// isZeroBlock reports whether b (at most holeBlock bytes) holds only zero bytes.
+func isZeroBlock(b []byte) bool {
+	return bytes.Equal(b, zeroBlock[:len(b)])
 }
 
 // apply sets owner, mode (not for symlinks) and mtime of abs without following a symlink.

@@ -172,7 +172,25 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 		return nil, err
 	}
 	adapt(spec)
+	keepTmpOnDisk(spec, s.RootFS)
 	return spec, nil
+}
+
+// keepTmpOnDisk binds the root file system's own /tmp over /tmp. Without a mount at /tmp in
+// the spec, runsc mounts a tmpfs there (an optimisation of the Sentry when the image's /tmp
+// is empty), so files in /tmp would live in memory: lost at sleep, stop, snapshot and fork,
+// missing from backups, and charged to memory instead of the disk quota, unlike on runc.
+func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
+	for _, m := range spec.Mounts {
+		if filepath.Clean(m.Destination) == "/tmp" {
+			return
+		}
+	}
+	src := filepath.Join(rootFS, "tmp")
+	if st, err := os.Lstat(src); err != nil || !st.IsDir() {
+		return // no directory to bind (a symlink is never followed): runsc's tmpfs stays
+	}
+	spec.Mounts = append(spec.Mounts, specs.Mount{Destination: "/tmp", Type: "bind", Source: src, Options: []string{"rbind", "rw"}})
 }
 
 // adapt changes the shared spec for runsc. The Sentry provides its own /proc, /sys, /dev,
