@@ -209,6 +209,12 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 	fmt.Fprintf(tw, "Created:\t%s\n", fmtTime(s.CreatedAt))
 	fmt.Fprintf(tw, "Started:\t%s\n", fmtTime(s.StartedAt))
 	fmt.Fprintf(tw, "Sleep after:\t%s\n", sleepSetting(*s))
+	if s.SleepMode != "" {
+		fmt.Fprintf(tw, "Sleep mode:\t%s\n", s.SleepMode)
+	}
+	if s.SleepNote != "" {
+		fmt.Fprintf(tw, "Sleep note:\t%s\n", s.SleepNote)
+	}
 	if !s.LastActivityAt.IsZero() {
 		fmt.Fprintf(tw, "Last activity:\t%s\n", fmtTime(s.LastActivityAt))
 	}

@@ -2,17 +2,19 @@ package daemon
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
+
+	"github.com/hutchdev/hutch/internal/server"
 )
 
 // AuditFile is the audit log's name in the state directory: JSON lines, one per lifecycle
-// decision made through the API (see server.SetAuditLog), appended across restarts.
+// decision made through the API (see server.SetAuditLog), appended across restarts, rotated
+// at server.AuditLogMaxBytes to AuditFile.1 … AuditFile.<server.AuditLogKeep>.
 const AuditFile = "audit.log"
 
-// openAuditLog opens the audit log for appending, mode 0600.
-func openAuditLog(stateDir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(stateDir, AuditFile), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+// openAuditLog opens the audit log for appending, mode 0600, bounded in size.
+func openAuditLog(stateDir string) (*server.RotatingFile, error) {
+	f, err := server.OpenRotatingFile(filepath.Join(stateDir, AuditFile), server.AuditLogMaxBytes, server.AuditLogKeep)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}

@@ -51,9 +51,12 @@ var defaultPackages = []string{
 	"npm",
 	"procps",
 	"python3",
+	"python3-httpx",
 	"python3-matplotlib",
 	"python3-numpy",
 	"python3-pandas",
+	"python3-pip",
+	"python3-requests",
 }
 
 // Recipe is what an image is built from.

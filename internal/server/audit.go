@@ -2,10 +2,16 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
+	"os"
+	"strconv"
+	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // auditActions are the lifecycle decisions recorded in the audit log, by route pattern.
@@ -27,21 +33,37 @@ var auditActions = map[string]string{
 	"POST /v1/sandboxes/{id}/ports":                 "port.expose",
 	"DELETE /v1/sandboxes/{id}/ports/{port}":        "port.unexpose",
 	"POST /v1/images/build":                         "image.build",
+	"PUT /v1/secrets/{name}":                        "secret.set",
+	"DELETE /v1/secrets/{name}":                     "secret.delete",
+	"PUT /v1/sandboxes/{id}/egress":                 "egress.put",
+	"PATCH /v1/sandboxes/{id}/egress":               "egress.patch",
 }
 
+// AuditFieldMax is the most bytes of any string recorded in an audit record (path, IDs,
+// method, user agent, …): a longer one is cut at a UTF-8 boundary and ends with
+// "…[N bytes]", N its full length. One request writes at most a few KiB.
+const AuditFieldMax = 256
+
 // SetAuditLog records every lifecycle decision made through the API (create, start, stop,
-// sleep, wake, destroy, snapshot, fork, restore, backup, port exposure, image build) and every
-// refused authentication on l, one record per request: action, sandbox, snapshot or backup ID
-// from the path, HTTP status, client address, duration. No bodies, tokens or environment
-// values are recorded. Call it before serving.
+// sleep, wake, destroy, snapshot, fork, restore, backup, port exposure, image build, secret
+// set and delete, egress policy put and patch) and every refused authentication on l, one
+// record per request: action, sandbox, snapshot or backup ID or secret name from the path,
+// HTTP status, client address, duration; a refused authentication adds method, path and user
+// agent. A get-or-create POST /v1/sandboxes that found the sandbox (200) is not a creation
+// and is not recorded. No bodies, tokens, secret values or environment values are recorded,
+// and every string is bounded by AuditFieldMax. Write l to a RotatingFile to bound its size on
+// disk. Call it before serving.
 func (s *Server) SetAuditLog(l *slog.Logger) { s.audit = l }
 
 // auditNoteKey carries an *auditNote in a request's context while an audit log is set.
 type auditNoteKey struct{}
 
 // auditNote is what a handler adds to its request's audit record: the ID of what it created,
-// which is not in the path.
-type auditNote struct{ id string }
+// which is not in the path; limited marks a request the rate limit refused (not recorded).
+type auditNote struct {
+	id      string
+	limited bool
+}
 
 // withAuditNote returns r with an empty note in its context.
 func withAuditNote(r *http.Request) (*http.Request, *auditNote) {
@@ -56,9 +78,16 @@ func noteAuditID(r *http.Request, id string) {
 	}
 }
 
+// noteRateLimited marks r as refused by the rate limit: its 429 is not recorded.
+func noteRateLimited(r *http.Request) {
+	if n, ok := r.Context().Value(auditNoteKey{}).(*auditNote); ok {
+		n.limited = true
+	}
+}
+
 // recordAudit writes the audit record of a finished request, if it is one to record.
 func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took time.Duration) {
-	if s.audit == nil {
+	if s.audit == nil || note != nil && note.limited {
 		return
 	}
 	action, ok := auditActions[r.Pattern]
@@ -69,27 +98,133 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took 
 	if refused {
 		action = "auth.refused"
 	}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
+	if action == "sandbox.create" && status < 300 && status != http.StatusCreated {
+		return // get-or-create found an existing sandbox: nothing was decided
 	}
 	attrs := []slog.Attr{
 		slog.String("action", action),
 		slog.Int("status", status),
 		slog.Bool("ok", status < 400),
-		slog.String("client", client),
+		slog.String("client", bounded(clientIP(r))),
 		slog.Int64("durationMs", took.Milliseconds()),
 	}
 	if note != nil && note.id != "" && r.PathValue("id") == "" {
-		attrs = append(attrs, slog.String("id", note.id))
+		attrs = append(attrs, slog.String("id", bounded(note.id)))
 	}
-	for _, k := range []string{"id", "sid", "bid", "port"} {
+	for _, k := range []string{"id", "sid", "bid", "port", "name"} {
 		if v := r.PathValue(k); v != "" {
-			attrs = append(attrs, slog.String(k, v))
+			attrs = append(attrs, slog.String(k, bounded(v)))
 		}
 	}
 	if refused {
-		attrs = append(attrs, slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		attrs = append(attrs, slog.String("method", bounded(r.Method)), slog.String("path", bounded(r.URL.Path)))
+		if ua := r.UserAgent(); ua != "" {
+			attrs = append(attrs, slog.String("userAgent", bounded(ua)))
+		}
 	}
 	s.audit.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)
+}
+
+// bounded is v cut to AuditFieldMax bytes (at a rune boundary) plus "…[N bytes]" when longer.
+func bounded(v string) string {
+	if len(v) <= AuditFieldMax {
+		return v
+	}
+	cut := AuditFieldMax
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	return v[:cut] + "…[" + strconv.Itoa(len(v)) + " bytes]"
+}
+
+// Audit log file defaults: rotate at AuditLogMaxBytes, keep AuditLogKeep rotated files, so
+// the audit log takes at most (1+AuditLogKeep)×AuditLogMaxBytes (64 MiB) on disk.
+const (
+	AuditLogMaxBytes = 16 << 20
+	AuditLogKeep     = 3
+)
+
+// RotatingFile is an append-only file of bounded size, safe for concurrent use: a Write that
+// would take it past maxBytes first renames path to path.1 (path.1 to path.2, …, dropping
+// path.<keep>) and starts a new, empty path (mode 0600). A single Write is never split across
+// files, so a JSON line (one slog record is one Write) stays whole.
+type RotatingFile struct {
+	path     string
+	maxBytes int64
+	keep     int
+
+	mu   sync.Mutex
+	f    *os.File // guarded by mu; nil once closed
+	size int64    // guarded by mu
+}
+
+// OpenRotatingFile opens (creating, mode 0600) path for appending, rotated at maxBytes
+// (bytes, > 0) keeping keep (at least 1) rotated files. Errors are the *fs.PathError of
+// open or stat.
+func OpenRotatingFile(path string, maxBytes int64, keep int) (*RotatingFile, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("rotating file %s: maxBytes %d must be > 0", path, maxBytes)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &RotatingFile{path: path, maxBytes: maxBytes, keep: max(keep, 1), f: f, size: st.Size()}, nil
+}
+
+// Write appends p, rotating first when p would take the file past its bound (a p larger than
+// the bound goes alone into a new file). When rotation fails nothing is written and the error
+// (of rename or open) is returned; the current file is kept. After Close: os.ErrClosed.
+func (rf *RotatingFile) Write(p []byte) (int, error) {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.f == nil {
+		return 0, os.ErrClosed
+	}
+	if rf.size > 0 && rf.size+int64(len(p)) > rf.maxBytes {
+		if err := rf.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	n, err := rf.f.Write(p)
+	rf.size += int64(n)
+	return n, err
+}
+
+// rotate shifts path.i to path.i+1 and path to path.1, then opens a new path. The open file
+// is renamed while open (its descriptor follows it) and closed only once the new one is open.
+func (rf *RotatingFile) rotate() error {
+	for i := rf.keep - 1; i >= 1; i-- {
+		err := os.Rename(rf.path+"."+strconv.Itoa(i), rf.path+"."+strconv.Itoa(i+1))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("rotate %s: %w", rf.path, err)
+		}
+	}
+	if err := os.Rename(rf.path, rf.path+".1"); err != nil {
+		return fmt.Errorf("rotate %s: %w", rf.path, err)
+	}
+	f, err := os.OpenFile(rf.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("rotate %s: %w", rf.path, err)
+	}
+	rf.f.Close()
+	rf.f, rf.size = f, 0
+	return nil
+}
+
+// Close closes the file; later Writes fail with os.ErrClosed.
+func (rf *RotatingFile) Close() error {
+	rf.mu.Lock()
+	defer rf.mu.Unlock()
+	if rf.f == nil {
+		return os.ErrClosed
+	}
+	err := rf.f.Close()
+	rf.f = nil
+	return err
 }

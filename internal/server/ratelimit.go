@@ -11,14 +11,20 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 )
 
-// Rate limit defaults: a client (one remote IP address) may start DefaultRate requests per
-// second on average and DefaultBurst at once. Generous for SDKs, orchestrators driving many
-// sandboxes from one host, and the console, which run many calls in parallel (the e2e suite
-// alone passes 100/s); an abuser (or a token guesser) gets 429 RATE_LIMITED. hutchd's
-// --api-rate-limit changes it.
+// Rate limit defaults. Requests that present the API token draw from their client's (remote
+// IP address's) authenticated bucket: DefaultRate requests per second on average and
+// DefaultBurst at once, generous for SDKs, orchestrators driving many sandboxes from one host,
+// and the console, which run many calls in parallel (the e2e suite alone passes 100/s).
+// hutchd's --api-rate-limit changes it. Every other request (no or a wrong token, a refused
+// WebSocket origin, the unauthenticated console files) draws from the client's separate
+// unauthenticated bucket, DefaultUnauthRate per second and DefaultUnauthBurst at once: a token
+// guesser gets 429 RATE_LIMITED, and since all local clients share 127.0.0.1, a local process
+// flooding unauthenticated requests never takes the tokens of the CLI or an SDK.
 const (
-	DefaultRate  = 1000.0
-	DefaultBurst = 5000
+	DefaultRate        = 1000.0
+	DefaultBurst       = 5000
+	DefaultUnauthRate  = 20.0
+	DefaultUnauthBurst = 100
 )
 
 // bucketIdle is how long an untouched, full bucket is kept.
@@ -75,34 +81,72 @@ func (l *rateLimiter) sweep(now time.Time) {
 	}
 }
 
-// SetRateLimit sets the per-client request rate (requests per second) and burst; rate <= 0
-// turns rate limiting off. Call it before serving.
+// SetRateLimit sets the per-client rate (requests per second) and burst of authenticated
+// requests; rate <= 0 turns rate limiting off, for authenticated and unauthenticated requests
+// alike. Call it before serving.
 func (s *Server) SetRateLimit(rate float64, burst int) {
 	if rate <= 0 {
-		s.limiter = nil
+		s.limiter, s.unauthLimiter = nil, nil
 		return
 	}
 	s.limiter = newRateLimiter(rate, max(burst, 1))
 }
 
-// allow applies the rate limit to a new request (health checks are exempt) and answers 429
-// RATE_LIMITED with Retry-After (whole seconds) when the client is over it.
-func (s *Server) allow(w http.ResponseWriter, r *http.Request) bool {
-	if s.limiter == nil || r.URL.Path == "/v1/health" {
+// SetUnauthenticatedRateLimit sets the per-client rate (requests per second) and burst of
+// requests without a valid token (default DefaultUnauthRate, DefaultUnauthBurst); rate <= 0
+// turns that limit off. Call it before serving.
+func (s *Server) SetUnauthenticatedRateLimit(rate float64, burst int) {
+	if rate <= 0 {
+		s.unauthLimiter = nil
+		return
+	}
+	s.unauthLimiter = newRateLimiter(rate, max(burst, 1))
+}
+
+// allow takes a token from the client's bucket in l (nil: no limit) and answers 429
+// RATE_LIMITED with Retry-After (whole seconds) when there is none. kind names the bucket in
+// the message ("" or "unauthenticated ").
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, l *rateLimiter, kind string) bool {
+	if l == nil {
 		return true
 	}
-	client, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		client = r.RemoteAddr
-	}
-	ok, wait := s.limiter.take(client, time.Now())
+	client := clientIP(r)
+	ok, wait := l.take(client, time.Now())
 	if ok {
 		return true
 	}
+	noteRateLimited(r)
 	secs := max(1, int(math.Ceil(wait.Seconds())))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	closeUnread(w)
-	writeError(w, r, errdefs.Newf(errdefs.CodeRateLimited, "too many requests from %s: at most %g per second (bursts of %g); retry after %d s", client, s.limiter.rate, s.limiter.burst, secs).
+	writeError(w, r, errdefs.Newf(errdefs.CodeRateLimited, "too many %srequests from %s: at most %g per second (bursts of %g); retry after %d s", kind, client, l.rate, l.burst, secs).
 		With("retryAfterSeconds", secs), "")
 	return false
+}
+
+// allowUnauthenticated applies the unauthenticated bucket to a request that has no valid
+// token or needs none (health checks are exempt).
+func (s *Server) allowUnauthenticated(w http.ResponseWriter, r *http.Request) bool {
+	if r.URL.Path == "/v1/health" {
+		return true
+	}
+	return s.allow(w, r, s.unauthLimiter, "unauthenticated ")
+}
+
+// public wraps a route that needs no token: it draws from the unauthenticated bucket.
+func (s *Server) public(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.allowUnauthenticated(w, r) {
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+// clientIP is the request's remote IP address (RemoteAddr whole when it has no port).
+func clientIP(r *http.Request) string {
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return client
 }

@@ -65,15 +65,18 @@ type Server struct {
 	egress EgressPolicies
 	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
 	tokenSum [sha256.Size]byte
-	limiter  *rateLimiter // per-client request rate (ratelimit.go); nil: off
-	audit    *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
+	limiter  *rateLimiter // per-client rate of authenticated requests (ratelimit.go); nil: off
+	// unauthLimiter is the per-client rate of requests without a valid token; nil: off.
+	unauthLimiter *rateLimiter
+	audit         *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
 // ports serves /v1/sandboxes/{id}/ports.
 func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
 	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(token)), mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
-		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst)}
+		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst),
+		unauthLimiter: newRateLimiter(DefaultUnauthRate, DefaultUnauthBurst)}
 	s.routes()
 	return s
 }
@@ -86,7 +89,7 @@ func (s *Server) CloseStreams() { s.closingOnce.Do(func() { close(s.closing) }) 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/health", s.health)
 	// Browsers ask for it on every console page; nothing to serve, nothing to authenticate.
-	s.mux.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })
+	s.mux.Handle("GET /favicon.ico", s.public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
 	s.mux.Handle("POST /v1/sandboxes", s.auth(s.createSandbox))
 	s.mux.Handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	s.mux.Handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
@@ -175,24 +178,26 @@ func (s *Server) routes() {
 }
 
 // SetConsole serves the web console handler h (internal/console) at /console/ and /console,
-// without authentication: the static files hold no secrets, and every API call the console
-// makes carries the token its user typed. Call it before serving.
+// without authentication (drawing from the unauthenticated rate limit): the static files hold
+// no secrets, and every API call the console makes carries the token its user typed. Call it
+// before serving.
 func (s *Server) SetConsole(h http.Handler) {
-	s.mux.Handle("/console/", h)
-	s.mux.Handle("/console", h)
+	s.mux.Handle("/console/", s.public(h))
+	s.mux.Handle("/console", s.public(h))
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !cleanPath(r.URL.EscapedPath()) {
+		if !s.allowUnauthenticated(w, r) {
+			return
+		}
 		// The mux would answer with a redirect to the cleaned path, and a client that follows
 		// it re-sends its method there: DELETE …/process/.. would become DELETE of the sandbox.
 		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s: the path has empty, '.' or '..' segments", r.Method, r.URL.EscapedPath()), "")
 		return
 	}
-	if !s.allow(w, r) {
-		return
-	}
+	// Rate limits apply per route: auth and public take from the right bucket.
 	if !s.log.Enabled(r.Context(), slog.LevelDebug) && s.audit == nil {
 		s.mux.ServeHTTP(w, r)
 		return
@@ -227,32 +232,56 @@ func cleanPath(p string) bool {
 	return true
 }
 
-// auth checks the bearer token in constant time, against the token's SHA-256. A WebSocket handshake of the terminal route
-// may carry it as the subprotocol "bearer.<token>" instead (browsers cannot set headers there;
-// no other route accepts it), and every WebSocket handshake must come from
+// auth checks the bearer token in constant time, against the token's SHA-256. The header is
+// "Authorization: Bearer <token>", the scheme in any case (RFC 7235). A WebSocket handshake of
+// the terminal route may carry it as the subprotocol "bearer.<token>" instead (browsers cannot
+// set headers there; no other route accepts it), and every WebSocket handshake must come from
 // no Origin or the request's own host (403 ORIGIN_NOT_ALLOWED otherwise; see terminals.go).
+// A request with the token draws from its client's authenticated rate limit bucket; a refused
+// one from the unauthenticated bucket, and is answered 429 RATE_LIMITED when that is empty,
+// 401 UNAUTHENTICATED (or 403) otherwise.
 func (s *Server) auth(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		upgrade := isWebSocketUpgrade(r)
 		if upgrade && !sameOrigin(r) {
+			if !s.allowUnauthenticated(w, r) {
+				return
+			}
 			closeUnread(w)
 			writeError(w, r, errdefs.Newf(errdefs.CodeOriginNotAllowed, "WebSocket from origin %q refused: only the API's own origin may connect", r.Header.Get("Origin")), "")
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok && upgrade && strings.HasSuffix(r.Pattern, "/terminals/{tid}") {
 			got, ok = wsToken(r) // only where a browser needs it: the terminal WebSocket
 		}
 		// The presented token is hashed and the hashes compared in constant time: the
 		// comparison's time says nothing about the token, whatever its length.
 		if sum := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+			if !s.allowUnauthenticated(w, r) {
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
 			closeUnread(w)
 			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")
 			return
 		}
+		if !s.allow(w, r, s.limiter, "") {
+			return
+		}
 		h(w, r)
 	})
+}
+
+// bearerToken is the credentials of an Authorization header value "<scheme> <token>" whose
+// scheme is "Bearer" in any case (RFC 7235 §2.1), spaces after the scheme skipped; ok is
+// false for another scheme or no credentials.
+func bearerToken(header string) (token string, ok bool) {
+	scheme, rest, found := strings.Cut(header, " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(rest, " "), true
 }
 
 // closeUnread makes a refusal close its connection without reading the body the client

@@ -121,7 +121,7 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 		}
 		execOK(t, sb, "cd /workspace/repo && git pull -q && git ls-remote origin >/dev/null")
 	})
-	t.Run("curl, python and node trust the sandbox CA", func(t *testing.T) {
+	t.Run("curl, python (urllib, requests, httpx, pip), node and Go trust the sandbox CA", func(t *testing.T) {
 		out := execOK(t, sb, "curl -sS https://api.example.test/headers")
 		if strings.Contains(out, token) || !strings.Contains(out, "[redacted:GIT_TOKEN]") {
 			t.Fatalf("curl echo: %s", out)
@@ -137,6 +137,20 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 		out = execOK(t, sb, `node -e "fetch('https://api.example.test/headers').then(r=>console.log(r.status)).catch(e=>{console.error(e);process.exit(1)})"`)
 		if strings.TrimSpace(out) != "200" {
 			t.Fatalf("node: %q", out)
+		}
+		// requests and httpx (certifi's bundle unless REQUESTS_CA_BUNDLE/SSL_CERT_FILE say
+		// otherwise) and pip (PIP_CERT), from the fake internet's PEP 503 index.
+		out = execOK(t, sb, `python3 -c "import requests; print(requests.get('https://api.example.test/headers').status_code)"`)
+		if strings.TrimSpace(out) != "200" {
+			t.Fatalf("python requests: %q", out)
+		}
+		out = execOK(t, sb, `python3 -c "import httpx; print(httpx.get('https://api.example.test/headers').status_code)"`)
+		if strings.TrimSpace(out) != "200" {
+			t.Fatalf("python httpx: %q", out)
+		}
+		out = execOK(t, sb, "cd /tmp && python3 -m pip download --no-deps --disable-pip-version-check --index-url https://api.example.test/simple/ "+egresstest.PyPIPackage+" >/dev/null && ls /tmp/hutch_demo-1.0-py3-none-any.whl")
+		if !strings.Contains(out, "hutch_demo-1.0-py3-none-any.whl") {
+			t.Fatalf("pip download: %q", out)
 		}
 		// A static Go binary (Go's own TLS stack reads SSL_CERT_FILE or the system bundle).
 		bin := buildHTTPSGet(t)

@@ -97,6 +97,8 @@ func (n *Internet) apiHandler() http.Handler {
 	})
 	mux.HandleFunc("/stream", n.serveStream)
 	mux.HandleFunc("/big", serveBig)
+	mux.HandleFunc("/simple/", serveSimpleIndex) // pypi.go
+	mux.HandleFunc("/files/", serveWheel)        // pypi.go
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "api:%s%s", r.Host, r.URL.Path)
 	})
