@@ -7,6 +7,8 @@ import (
 	"runtime"
 
 	"github.com/vishvananda/netns"
+
+	"github.com/hutchdev/hutch/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,4 +160,18 @@ func writeSysctlOptional(key, value string) error {
 		return err
 	}
 	return nil
+}
+
+// Do runs fn on an OS thread switched into the network namespace at path (a bind-mounted
+// namespace file such as Net.NSPath); sockets fn creates belong to that namespace for their
+// whole life. Like every namespace switch here, at most a few run at once, and fn must not call
+// Do. Errors: a missing namespace → errdefs.ErrNotFound (wrapped); otherwise fn's error or
+// the switch's.
+func Do(path string, fn func() error) error {
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("netns: open namespace %s: %w: %w", path, errdefs.ErrNotFound, err)
+	}
+	defer ns.Close()
+	return inNS(ns, fn)
 }

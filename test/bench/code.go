@@ -39,21 +39,7 @@ func runCode(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		progress("cleaning up")
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if derr := d.DestroyAll(dctx); derr != nil {
-			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
-		}
-		d.Stop()
-		if uerr := d.UnmountData(); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
-		if cfg.keepWork {
-			progress("hutchd log: %s", d.LogPath)
-		}
-	}()
+	defer func() { err = stopDaemon(ctx, cfg, d, 2*time.Minute, err) }()
 	c := d.Client()
 	sb, err := c.Sandbox(ctx, "bench-code-"+randomTag(), &client.SandboxOptions{InstanceType: it.Name, KeepAlive: true})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/daemontest"
 )
@@ -64,4 +65,29 @@ func startDaemon(ctx context.Context, bins, work, imagesDir string, extra ...str
 	}
 	d.Args = append(d.Args, extra...)
 	return d, d.Start(ctx)
+}
+
+// stopDaemon is every mode's clean-up of d, run deferred with the mode's error runErr: it
+// destroys the sandboxes (within destroyTimeout), stops hutchd, unmounts its data volume, and
+// points at hutchd's log (kept with -keep-work, or its tail when the run failed). It returns
+// runErr joined with what the clean-up met.
+func stopDaemon(ctx context.Context, cfg config, d *daemontest.Daemon, destroyTimeout time.Duration, runErr error) error {
+	progress("cleaning up")
+	err := runErr
+	dctx, cancel := context.WithTimeout(context.Background(), destroyTimeout)
+	defer cancel()
+	if derr := d.DestroyAll(dctx); derr != nil {
+		err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
+	}
+	d.Stop()
+	if uerr := d.UnmountData(); uerr != nil {
+		err = errors.Join(err, uerr)
+	}
+	switch {
+	case cfg.keepWork:
+		progress("hutchd log: %s", d.LogPath)
+	case err != nil && ctx.Err() == nil:
+		progress("hutchd log (tail):\n%s", d.LogTail())
+	}
+	return err
 }

@@ -6,16 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mdns "github.com/miekg/dns"
-	vnetns "github.com/vishvananda/netns"
 
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
+	"github.com/hutchdev/hutch/internal/netns"
 )
 
 // egressBench holds the -egress mode's samples.
@@ -210,35 +209,7 @@ func inNetns(path string, fn func() error) error {
 	if path == "" {
 		return fn()
 	}
-	ns, err := vnetns.GetFromPath(path)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		goruntime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			goruntime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := vnetns.Set(ns); err != nil {
-			goruntime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := vnetns.Set(orig); err != nil {
-			errc <- fmt.Errorf("restore namespace: %w", err) // the thread stays locked and dies
-			return
-		}
-		goruntime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
+	return netns.Do(path, fn)
 }
 
 // mibps is size bytes over d in MiB/s.

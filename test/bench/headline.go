@@ -142,24 +142,9 @@ func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
 		opts: &client.SandboxOptions{InstanceType: it.Name, KeepAlive: true}}
 	h.srcID = "hl-" + h.tag + "-src"
 	defer func() {
-		progress("cleaning up")
-		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		if derr := h.d.DestroyAll(dctx); derr != nil {
-			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
-		}
-		h.d.Stop()
-		if uerr := h.d.UnmountData(); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
+		err = stopDaemon(ctx, cfg, h.d, 5*time.Minute, err)
 		if cerr := removeCgroupParents(); cerr != nil {
 			err = errors.Join(err, cerr)
-		}
-		switch {
-		case cfg.keepWork:
-			progress("hutchd log: %s", h.d.LogPath)
-		case err != nil && ctx.Err() == nil:
-			progress("hutchd log (tail):\n%s", h.d.LogTail())
 		}
 	}()
 	h.c = d.Client()

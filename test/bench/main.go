@@ -151,24 +151,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	defer func() {
-		progress("cleaning up")
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if derr := d.DestroyAll(dctx); derr != nil {
-			err = errors.Join(err, fmt.Errorf("destroy sandboxes: %w", derr))
-		}
-		d.Stop()
-		if uerr := d.UnmountData(); uerr != nil {
-			err = errors.Join(err, uerr)
-		}
-		switch {
-		case cfg.keepWork:
-			progress("hutchd log: %s", d.LogPath)
-		case err != nil && ctx.Err() == nil:
-			progress("hutchd log (tail):\n%s", d.LogTail())
-		}
-	}()
+	defer func() { err = stopDaemon(ctx, cfg, d, 2*time.Minute, err) }()
 	c := d.Client()
 	progress("ensuring the default image (builds it if missing; minutes)")
 	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {

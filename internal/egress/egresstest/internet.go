@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -25,8 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/netns"
 	mdns "github.com/miekg/dns"
-	vnetns "github.com/vishvananda/netns"
 )
 
 // The fake internet's fixed addresses (EGRESS.md §8.1, moved to 198.51.100.0/24 because this
@@ -223,37 +222,7 @@ func setupNet() error {
 }
 
 // inNS runs fn on a locked OS thread inside hxnet; sockets it opens stay there.
-func (n *Internet) inNS(fn func() error) error {
-	ns, err := vnetns.GetFromPath(n.NSPath)
-	if err != nil {
-		return err
-	}
-	defer ns.Close()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := vnetns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := vnetns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := vnetns.Set(orig); err != nil {
-			errc <- fmt.Errorf("restore namespace: %w", err) // the thread stays locked and dies
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func (n *Internet) inNS(fn func() error) error { return netns.Do(n.NSPath, fn) }
 
 // makeCerts creates the test CA and one leaf for example.test, *.example.test, api and git.
 func (n *Internet) makeCerts(dir string) error {

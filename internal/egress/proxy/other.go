@@ -102,29 +102,7 @@ func (p *Proxy) StartOther(ln net.Listener) error {
 	if p.cfg.Pins == nil {
 		return errors.New("proxy: the other-port listener needs Config.Pins")
 	}
-	il, err := p.track(ln)
-	if err != nil {
-		return err
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := il.Accept()
-			if err != nil {
-				if !errors.Is(err, net.ErrClosed) {
-					p.log.Error("egress other-port proxy stopped", "err", err)
-				}
-				return
-			}
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				p.serveOther(c.(*conn))
-			}()
-		}
-	}()
-	return nil
+	return p.serveConns(ln, "other-port", p.serveOther)
 }
 
 // serveOther decides one other-port connection by the names pinned to its destination

@@ -152,7 +152,11 @@ func (p *Proxy) StartHTTP(ln net.Listener) error {
 }
 
 // StartTLS serves the TLS splice on ln in the background. The Proxy owns ln.
-func (p *Proxy) StartTLS(ln net.Listener) error {
+func (p *Proxy) StartTLS(ln net.Listener) error { return p.serveConns(ln, "tls", p.serveTLS) }
+
+// serveConns accepts on ln (tracked, so connections carry their sandbox) in the background
+// and runs serve for each connection in its own goroutine until ln is closed.
+func (p *Proxy) serveConns(ln net.Listener, what string, serve func(*conn)) error {
 	il, err := p.track(ln)
 	if err != nil {
 		return err
@@ -164,14 +168,14 @@ func (p *Proxy) StartTLS(ln net.Listener) error {
 			c, err := il.Accept()
 			if err != nil {
 				if !errors.Is(err, net.ErrClosed) {
-					p.log.Error("egress tls proxy stopped", "err", err)
+					p.log.Error("egress "+what+" proxy stopped", "err", err)
 				}
 				return
 			}
 			p.wg.Add(1)
 			go func() {
 				defer p.wg.Done()
-				p.serveTLS(c.(*conn))
+				serve(c.(*conn))
 			}()
 		}
 	}()
