@@ -86,6 +86,7 @@ type Runtime struct {
 	bundleDir string
 	platform  string
 	network   string
+	flags     map[string]bool // global flags this runsc knows (probeFlags)
 	spec      ocispec.Builder
 	log       *slog.Logger
 }
@@ -152,10 +153,33 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if ocispec.CheckID(parent) != nil {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
 	}
+	flags, err := probeFlags(path)
+	if err != nil {
+		return nil, err
+	}
 	return &Runtime{
 		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
-		spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
+		flags: flags, spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
 	}, nil
+}
+
+// probeFlags returns the global flags the runsc at path knows, from `runsc flags` ("-name"
+// at the start of a line, as Go's flag package prints them). Releases differ: Debian's
+// 20221219 has no --overlay2, later ones default it to "root:self", which they refuse
+// together with --file-access=shared.
+func probeFlags(path string) (map[string]bool, error) {
+	out, err := exec.Command(path, "flags").CombinedOutput() // printed on stderr
+	if err != nil {
+		return nil, errdefs.Newf(errdefs.CodeUnavailable, "runsc: %s flags: %w", path, err)
+	}
+	flags := make(map[string]bool)
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, ok := strings.CutPrefix(line, "  -"); ok {
+			name, _, _ = strings.Cut(name, " ")
+			flags[name] = true
+		}
+	}
+	return flags, nil
 }
 
 // Name returns "gvisor".
@@ -242,6 +266,11 @@ func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 		"--host-uds", "create",
 		"--file-access", "shared",
 		"--oci-seccomp",
+	}
+	if r.flags["overlay2"] {
+		// The root file system stays the host directory the Sentry writes through to: hutchd
+		// reads it while the sandbox runs (see --file-access=shared above).
+		global = append(global, "--overlay2", "none")
 	}
 	cmd := exec.CommandContext(ctx, r.binary, append(global, args...)...)
 	cmd.WaitDelay = 5 * time.Second
