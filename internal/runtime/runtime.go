@@ -117,21 +117,25 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
-// HostSocketer is implemented by backends that cannot hand PID 1 inherited file descriptors
-// (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds. In such a
-// container a process can instead create a listening unix socket in a directory bind-mounted
-// from the host (Spec.Mounts), and host processes can connect to it; hutchd's agent listens
-// that way.
-type HostSocketer interface {
-	// HostSockets reports whether listening unix sockets created in bind mounts are reachable
-	// from the host (true for every implementation).
-	HostSockets() bool
+// ExtraFileRefuser is implemented by backends that cannot hand PID 1 inherited file
+// descriptors (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds.
+// hutchd's agent then listens on TCP on the loopback of the sandbox's network namespace
+// instead of a socket hutchd hands over (internal/sandbox).
+type ExtraFileRefuser interface {
+	// RefusesExtraFiles reports whether Start refuses Spec.ExtraFiles (true for every
+	// implementation).
+	RefusesExtraFiles() bool
 }
 
 // Checkpointer is implemented by backends that can save a running container's whole memory
 // and kernel state to disk and start it again from there (gVisor's runsc checkpoint and
 // restore): hutchd's sleep keeps running processes this way.
 type Checkpointer interface {
+	// CheckpointSupport returns nil when this backend, as installed, can save a hutch
+	// sandbox (its network and sockets as hutchd sets them up), else an error with
+	// errdefs.ErrFailedPrecondition saying why (an older runsc, say): callers then keep to
+	// disk-only sleeps.
+	CheckpointSupport() error
 	// Checkpoint saves container id into the empty directory dir (created if missing) and
 	// stops it; the caller still deletes it (Delete). Errors: errdefs.ErrNotFound,
 	// errdefs.ErrFailedPrecondition (not running), or the backend's refusal (a state it

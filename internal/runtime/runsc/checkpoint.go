@@ -2,6 +2,7 @@ package runsc
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,67 @@ import (
 )
 
 var _ runtime.Checkpointer = (*Runtime)(nil)
+
+// MinCheckpointVersion is the gVisor module version from which runsc can save a hutch sandbox:
+// its host network sockets (--network=host) are saved (listening sockets are bound and
+// listening again after a restore, connections are reset: the Sentry's
+// pkg/sentry/socket/hostinet/save_restore.go). It is the version scripts/host-setup.sh
+// installs; older releases, such as Debian's 20221219, refuse with "checkpoint not supported
+// when using hostinet".
+const MinCheckpointVersion = "v0.0.0-20260905035102-160fafc42237"
+
+// CheckpointSupport returns nil when the runsc binary was built from gvisor.dev/gvisor at
+// MinCheckpointVersion's date or later (read from the binary's Go build information), else
+// errdefs.ErrFailedPrecondition naming what was found.
+func (r *Runtime) CheckpointSupport() error {
+	return r.checkpointSupport
+}
+
+// probeCheckpoint reads the module version of the runsc binary at path.
+func probeCheckpoint(path string) error {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("runsc %s has no Go build information (%v), so whether it saves host network sockets is unknown; memory snapshots need runsc %s or later (scripts/host-setup.sh): %w", path, err, MinCheckpointVersion, errdefs.ErrFailedPrecondition)
+	}
+	version := ""
+	if info.Main.Path == "gvisor.dev/gvisor" {
+		version = info.Main.Version
+	}
+	for _, d := range info.Deps {
+		if d.Path == "gvisor.dev/gvisor" {
+			version = d.Version
+		}
+	}
+	have, ok := pseudoVersionTime(version)
+	want, _ := pseudoVersionTime(MinCheckpointVersion)
+	if !ok || have < want {
+		if version == "" {
+			version = "an unknown version"
+		}
+		return fmt.Errorf("runsc %s is %s, which cannot save host network sockets; memory snapshots need runsc %s or later (scripts/host-setup.sh): %w", path, version, MinCheckpointVersion, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// pseudoVersionTime is the timestamp (yyyymmddhhmmss) of a Go pseudo-version such as
+// v0.0.0-20260905035102-160fafc42237.
+func pseudoVersionTime(v string) (string, bool) {
+	parts := strings.Split(v, "-")
+	if len(parts) < 3 {
+		return "", false
+	}
+	ts := parts[len(parts)-2]
+	if i := strings.LastIndexByte(ts, '.'); i >= 0 { // vX.Y.Z-pre.0.yyyymmddhhmmss-hash
+		ts = ts[i+1:]
+	}
+	if len(ts) != 14 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(ts, 10, 64); err != nil {
+		return "", false
+	}
+	return ts, true
+}
 
 // Checkpoint saves the whole sandbox (every task's memory, registers, open files, the Sentry's
 // kernel state) into dir with `runsc checkpoint --image-path dir`; the container is stopped

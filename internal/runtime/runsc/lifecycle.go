@@ -36,7 +36,7 @@ func (s stateJSON) state() runtime.State {
 // container's stdout and stderr appended to spec.LogPath (empty: discarded) and stdin
 // /dev/null, and returns the running state; State.Pid is the host PID of the sandbox (the
 // Sentry). spec.ExtraFiles must be empty (errdefs.ErrInvalidArgument): see
-// runtime.HostSocketer. An existing container with the ID gives errdefs.ErrAlreadyExists and
+// runtime.ExtraFileRefuser. An existing container with the ID gives errdefs.ErrAlreadyExists and
 // leaves it untouched; any other failure removes everything Start made (sandbox, cgroups,
 // bundle) and its error carries runsc's message.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, error) {
@@ -44,7 +44,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		return runtime.State{}, err
 	}
 	if len(spec.ExtraFiles) > 0 {
-		return runtime.State{}, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: runsc cannot pass inherited files to PID 1; listen in a bind mount instead", spec.ID)
+		return runtime.State{}, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: runsc cannot pass inherited files to PID 1", spec.ID)
 	}
 	oci, err := r.BuildSpec(spec)
 	if err != nil {

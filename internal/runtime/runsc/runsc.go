@@ -17,10 +17,11 @@
 //     /proc/sys/net/core/rmem_default exists for the host's root namespace, and since Linux 6.x
 //     that file exists in every namespace ("cannot run with network enabled in root network
 //     namespace").
-//   - --host-uds=create: a process in the sandbox may create a listening unix socket in a
-//     bind-mounted host directory, which host processes can connect to. runsc cannot hand PID 1
-//     an inherited socket (no --preserve-fds), so hutch-init listens this way (the Runtime
-//     implements runtime.HostSocketer; Start refuses Spec.ExtraFiles).
+//   - no --host-uds: runsc cannot hand PID 1 an inherited socket (no --preserve-fds), so
+//     hutchd's agent listens on TCP on the namespace's loopback (a host socket through
+//     --network=host, reached by hutchd from inside the namespace); unix sockets of the
+//     sandbox stay inside the Sentry, where a checkpoint can save them (the Runtime
+//     implements runtime.ExtraFileRefuser; Start refuses Spec.ExtraFiles).
 //   - --oci-seccomp: the spec's seccomp profile (ocispec.DefaultSeccomp) is applied inside the
 //     sandbox by the Sentry, as runc applies it in the host kernel (see adapt).
 //   - --file-access=shared: the Sentry caches no file data or metadata of the root file system
@@ -87,14 +88,16 @@ type Runtime struct {
 	platform  string
 	network   string
 	flags     map[string]bool // global flags this runsc knows (probeFlags)
-	spec      ocispec.Builder
-	log       *slog.Logger
+	// checkpointSupport is CheckpointSupport's answer, probed once (probeCheckpoint).
+	checkpointSupport error
+	spec              ocispec.Builder
+	log               *slog.Logger
 }
 
 var (
-	_ runtime.Runtime      = (*Runtime)(nil)
-	_ runtime.Pauser       = (*Runtime)(nil)
-	_ runtime.HostSocketer = (*Runtime)(nil)
+	_ runtime.Runtime          = (*Runtime)(nil)
+	_ runtime.Pauser           = (*Runtime)(nil)
+	_ runtime.ExtraFileRefuser = (*Runtime)(nil)
 )
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runsc binary and probes the
@@ -159,7 +162,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	return &Runtime{
 		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
-		flags: flags, spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
+		flags: flags, checkpointSupport: probeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
 	}, nil
 }
 
@@ -185,8 +188,8 @@ func probeFlags(path string) (map[string]bool, error) {
 // Name returns "gvisor".
 func (r *Runtime) Name() string { return Name }
 
-// HostSockets returns true: see runtime.HostSocketer and --host-uds=create above.
-func (r *Runtime) HostSockets() bool { return true }
+// RefusesExtraFiles returns true: see runtime.ExtraFileRefuser and the package doc.
+func (r *Runtime) RefusesExtraFiles() bool { return true }
 
 // BuildSpec turns a runtime.Spec into the OCI spec written to the bundle: ocispec's, without
 // the parts runsc rejects or does not apply (see adapt).
@@ -263,7 +266,6 @@ func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 		"--root", r.root,
 		"--platform", r.platform,
 		"--network", r.network,
-		"--host-uds", "create",
 		"--file-access", "shared",
 		"--oci-seccomp",
 	}

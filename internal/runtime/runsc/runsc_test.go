@@ -171,8 +171,6 @@ func TestContainerLifecycle(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		// The Sentry reports its own kernel release, 4.4.0, whatever the host runs.
-		{"gvisor kernel", []string{"uname", "-r"}, 0, "4.4.0"},
 		{"hostname", []string{"hostname"}, 0, id},
 		{"cwd", []string{"pwd"}, 0, "/workspace"},
 		{"write", []string{"sh", "-c", "echo from-gvisor > /workspace/hello.txt"}, 0, ""},
@@ -184,6 +182,14 @@ func TestContainerLifecycle(t *testing.T) {
 		if code != c.wantCode || !strings.Contains(out, c.want) {
 			t.Errorf("%s: %v: exit %d, output %q; want exit %d containing %q", c.name, c.args, code, out, c.wantCode, c.want)
 		}
+	}
+	// The Sentry reports its own kernel release (4.4.0, 4.19.0-gvisor, …), not the host's.
+	var host unix.Utsname
+	if err := unix.Uname(&host); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.exec(t, id, "uname", "-r"); code != 0 || strings.TrimSpace(out) == unix.ByteSliceToString(host.Release[:]) {
+		t.Errorf("uname -r inside: exit %d, %q: the host's kernel", code, out)
 	}
 	// Writes reach the host's upper dir at once (--file-access=shared), while running.
 	upperFile := filepath.Join(e.dir, id, "upper", "workspace", "hello.txt")
@@ -311,9 +317,9 @@ func TestStartRefusals(t *testing.T) {
 // TestNetNSHostSocketsAndPause covers what hutchd needs of the network configuration
 // (--network=host in the sandbox's namespace): the namespace's interfaces and routes, a
 // server on the sandbox's loopback reachable from the host through the namespace (preview
-// URLs), connections out through the namespace's veth (egress via the gateway), a listening
-// unix socket created in a bind mount and dialled from the host (the agent), and
-// pause/resume.
+// URLs and the agent), connections out through the namespace's veth (egress via the gateway),
+// a listening unix socket created in a bind mount that stays inside the Sentry (no
+// --host-uds: the host cannot connect to it), and pause/resume.
 func TestNetNSHostSocketsAndPause(t *testing.T) {
 	e := newEnv(t)
 	for _, bin := range []string{"ip", "python3"} {
@@ -378,25 +384,22 @@ serve(u, b"uds-ok\n")
 	if _, err := e.rt.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(sockDir, "a.sock")
-	var got []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if c, err := net.Dial("unix", sock); err == nil {
-			got, _ = readAll(c)
+	var out []byte
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err = exec.Command("ip", "netns", "exec", ns, "python3", "-c",
+			`import socket; s = socket.create_connection(("127.0.0.1", 8080)); print(s.recv(100).decode(), end="")`).CombinedOutput()
+		if err == nil || time.Now().After(deadline) {
 			break
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(spec.LogPath)
-			t.Fatalf("agent-like socket %s never answered; log: %s", sock, b)
-		}
 	}
-	if string(got) != "uds-ok\n" {
-		t.Errorf("unix socket from the host: %q", got)
-	}
-	out, err := exec.Command("ip", "netns", "exec", ns, "python3", "-c",
-		`import socket; s = socket.create_connection(("127.0.0.1", 8080)); print(s.recv(100).decode(), end="")`).CombinedOutput()
 	if err != nil || string(out) != "loopback-ok\n" {
-		t.Errorf("sandbox loopback from the host's side of the namespace: %q, %v", out, err)
+		b, _ := os.ReadFile(spec.LogPath)
+		t.Fatalf("sandbox loopback from the host's side of the namespace: %q, %v; log: %s", out, err, b)
+	}
+	// The sandbox's unix socket lives in the Sentry only.
+	if c, err := net.Dial("unix", filepath.Join(sockDir, "a.sock")); err == nil {
+		c.Close()
+		t.Errorf("a unix socket bound in a bind mount is reachable from the host")
 	}
 	for _, c := range []struct {
 		name string

@@ -1,0 +1,7 @@
+package runsc
+
+// Exported for the external tests.
+var (
+	PseudoVersionTime = pseudoVersionTime
+	ProbeCheckpoint   = probeCheckpoint
+)
