@@ -1,12 +1,13 @@
 // Command hutch-init is the in-sandbox agent. It runs as PID 1 in every sandbox: PID 1
 // re-executes itself as `hutch-init serve …` and only forwards signals and reaps orphans; the
-// child serves the agent protocol (api/agent.md) on a unix socket. Run outside PID 1 it serves
-// directly.
+// child serves the agent protocol (api/agent.md) on a unix socket (an inherited one, or one it
+// creates) or, in gVisor sandboxes, on TCP on the loopback (--listen-tcp). Run outside PID 1 it
+// serves directly.
 //
 // Every command's shell runs under `hutch-init shim`, a child subreaper, so the command's whole
 // tree can be found and killed.
 //
-// Usage: hutch-init [serve] [--socket PATH | --listen-fd N] [--workdir DIR] [--state-dir DIR]
+// Usage: hutch-init [serve] [--socket PATH | --listen-fd N | --listen-tcp ADDR] [--workdir DIR] [--state-dir DIR]
 // [--process-dir DIR] [--process-log-bytes N] [--process-retention DURATION]
 // [--session-file PATH] [--log-level LEVEL]
 package main
@@ -18,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -37,6 +39,9 @@ var version = "dev"
 type config struct {
 	socket   string
 	listenFD int
+	// listenTCP is a loopback address (127.0.0.1:PORT) to serve on: the gVisor backend cannot
+	// hand PID 1 a socket (runtime.ExtraFileRefuser).
+	listenTCP string
 	workdir  string
 	stateDir string
 	// Background processes: where their records and logs are kept, the default log buffer
@@ -54,6 +59,7 @@ func parse(args []string) (config, error) {
 	fs := flag.NewFlagSet("hutch-init", flag.ContinueOnError)
 	fs.StringVar(&c.socket, "socket", "/run/hutch/agent.sock", "unix socket to serve on")
 	fs.IntVar(&c.listenFD, "listen-fd", 0, "serve on this inherited listening socket (e.g. 3) instead of --socket")
+	fs.StringVar(&c.listenTCP, "listen-tcp", "", "serve on this loopback TCP address (127.0.0.1:PORT) instead of --socket")
 	fs.StringVar(&c.workdir, "workdir", "/workspace", "default cwd of sessions (created if missing)")
 	fs.StringVar(&c.stateDir, "state-dir", "/run/hutch-agent", "private directory for per-command state files")
 	fs.StringVar(&c.processDir, "process-dir", "/var/lib/hutch-agent/processes", "directory for the records and logs of background processes (mode 0700)")
@@ -72,6 +78,15 @@ func parse(args []string) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.listenTCP != "" {
+		ap, err := netip.ParseAddrPort(c.listenTCP)
+		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
+			return c, fmt.Errorf("--listen-tcp %q: want a loopback address and port (127.0.0.1:PORT)", c.listenTCP)
+		}
+		if c.listenFD > 0 {
+			return c, fmt.Errorf("--listen-tcp and --listen-fd exclude each other")
+		}
 	}
 	return c, nil
 }
@@ -172,6 +187,12 @@ func run(cfg config, log *slog.Logger) error {
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("listen fd %d: %w", cfg.listenFD, err)
+		}
+	} else if cfg.listenTCP != "" {
+		// Only the sandbox's own processes and hutchd (from inside the namespace) reach its
+		// loopback; hutchd refuses to expose this port (sandbox.AgentPort).
+		if ln, err = net.Listen("tcp", cfg.listenTCP); err != nil {
+			return fmt.Errorf("listen %s: %w", cfg.listenTCP, err)
 		}
 	} else if ln, err = agent.Listen(cfg.socket); err != nil {
 		return err

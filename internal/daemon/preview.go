@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/preview"
+	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // previewServer is hutchd's preview listener: Host-routed reverse proxying of preview URLs
@@ -31,7 +32,8 @@ type previewServer struct {
 // cfg.PreviewTLSCert and cfg.PreviewTLSKey set the listener serves HTTPS and URLs are https.
 // URLs carry cfg.PreviewPublicPort, by default the listener's port.
 func newPreview(cfg config.Config, ports preview.Store, lookup preview.PortLookup, dialer preview.Dialer, log *slog.Logger) (*preview.Service, *previewServer, error) {
-	pc := preview.Config{Domain: cfg.PreviewDomain, TLS: cfg.PreviewTLSCert != "", PublicPort: cfg.PreviewPublicPort}
+	pc := preview.Config{Domain: cfg.PreviewDomain, TLS: cfg.PreviewTLSCert != "", PublicPort: cfg.PreviewPublicPort,
+		ReservedPorts: []int{sandbox.AgentPort}}
 	if cfg.PreviewListen == "off" {
 		return preview.NewService(pc, ports, log), nil, nil
 	}

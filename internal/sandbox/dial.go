@@ -18,11 +18,14 @@ const ConnectTimeout = 10 * time.Second
 // DialPort opens a TCP connection to port inside sandbox id's network namespace, as a process
 // in the sandbox would reach localhost: 127.0.0.1:port first and, when that is refused,
 // [::1]:port. A stopped sandbox is started first (as Ensure does). port is 1–65535. Errors:
-// INVALID_PORT, INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SANDBOX_START_FAILED; nothing
+// INVALID_PORT (also for AgentPort), INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SANDBOX_START_FAILED; nothing
 // listening → the IPv4 dial's error, which matches syscall.ECONNREFUSED.
 func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, errdefs.Newf(errdefs.CodeInvalidPort, "port %d is outside 1-65535", port).With("port", port)
+	}
+	if port == AgentPort {
+		return nil, errdefs.Newf(errdefs.CodeInvalidPort, "port %d is reserved for the sandbox's agent", port).With("port", port)
 	}
 	nsPath, err := m.nsPath(ctx, id)
 	if err != nil {

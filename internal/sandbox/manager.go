@@ -168,6 +168,9 @@ type instance struct {
 	// sleepAfter (nanoseconds) and keepAlive mirror the record, so the reaper reads no store.
 	sleepAfter atomic.Int64
 	keepAlive  atomic.Bool
+	// agentBin is the host path of the hutch-init binary it runs ("" when unknown): a memory
+	// sleep's restore needs the same one (memory.go).
+	agentBin string
 }
 
 // newInstance returns a running sandbox's instance, active now, with rec's sleep settings.
@@ -319,7 +322,11 @@ func (m *Manager) info(rec store.Sandbox) Info {
 		in.Runtime = RuntimeRunc
 	}
 	if rec.Status == store.StatusSleeping {
-		in.SleepMode, in.SleepNote = SleepModeDisk, m.sleepNote(rec)
+		if sr, ok := m.readSleepRecord(rec.ID); ok {
+			in.SleepMode, in.SleepNote = sr.Mode, sr.Note
+		} else {
+			in.SleepMode, in.SleepNote = SleepModeDisk, m.sleepNote(rec)
+		}
 	}
 	if !rec.StartedAt.IsZero() {
 		t := rec.StartedAt
@@ -526,6 +533,7 @@ func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
 		_ = m.store.SetStatus(ctx, id, store.StatusError, "stop: "+err.Error())
 		return Info{}, err
 	}
+	m.discardMemory(ctx, id) // a stopped sandbox starts afresh
 	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
 		return Info{}, err
 	}
@@ -550,7 +558,6 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	_ = os.Remove(m.agentSock(id))
-	_ = os.RemoveAll(m.agentSocketDir(id))
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("destroy %s: remove disk: %w", id, err)
 	}

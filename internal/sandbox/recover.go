@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -144,7 +145,12 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		m.log.WarnContext(ctx, "adopt: disk", "sandbox_id", rec.ID, "err", err)
 		return false
 	}
-	tr := m.agentTransport(rec.ID)
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		m.log.WarnContext(ctx, "adopt: runtime", "sandbox_id", rec.ID, "err", err)
+		return false
+	}
+	tr := m.agentTransport(rec.ID, n.NSPath, refusesExtraFiles(rt))
 	if err := waitAgent(ctx, tr, 3*time.Second); err != nil {
 		tr.CloseIdleConnections()
 		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)
@@ -156,7 +162,11 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		return false
 	}
 	m.mu.Lock()
-	m.instances[rec.ID] = newInstance(st.Pid, n, tr, rec)
+	inst := newInstance(st.Pid, n, tr, rec)
+	if b, err := os.ReadFile(m.agentBinPath(rec.ID)); err == nil {
+		inst.agentBin = string(b)
+	}
+	m.instances[rec.ID] = inst
 	m.mu.Unlock()
 	m.log.InfoContext(ctx, "sandbox re-adopted", "sandbox_id", rec.ID, "pid", st.Pid)
 	return true

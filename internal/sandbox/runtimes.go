@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/netns"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -81,51 +78,29 @@ func (m *Manager) runtimeOf(rec store.Sandbox) (runtime.Runtime, error) {
 	return m.backend(name)
 }
 
-// hostSockets reports whether rt's containers cannot inherit the agent's socket and the agent
-// listens in a bind-mounted directory instead (runtime.HostSocketer).
-func hostSockets(rt runtime.Runtime) bool {
-	hs, ok := rt.(runtime.HostSocketer)
-	return ok && hs.HostSockets()
+// refusesExtraFiles reports whether rt cannot hand the agent its listening socket
+// (runtime.ExtraFileRefuser): the agent then listens on TCP on the loopback of the sandbox's
+// network namespace (AgentPort).
+func refusesExtraFiles(rt runtime.Runtime) bool {
+	r, ok := rt.(runtime.ExtraFileRefuser)
+	return ok && r.RefusesExtraFiles()
 }
 
-// Agent sockets of runtime.HostSocketer backends: hutch-init creates agentSocketName in
-// <StateDir>/agents/<id>.d, a directory of its own mounted at agentSocketMount, and hutchd
-// dials it there. The sandbox can replace what is in that directory, so hutchd never follows
-// a symlink there (dialAgent).
-const (
-	agentSocketMount = "/.hutch/run"
-	agentSocketName  = "agent.sock"
-)
+// AgentPort is the loopback port the agent of a gVisor sandbox listens on (127.0.0.1 of the
+// sandbox's own network namespace; runsc cannot hand PID 1 a socket). hutchd dials it from
+// inside the namespace; it is never exposed (preview URLs refuse it, DialPort refuses it), and
+// it lies below the kernel's ephemeral port range (32768-60999), so no outgoing connection of
+// the sandbox can hold it when the agent starts or a restore binds it again. Processes of the
+// sandbox can connect to it, as they can to the unix socket of a runc sandbox's agent: the
+// agent serves the sandbox's own root.
+const AgentPort = 30999
 
-// agentSocketDir is the host directory holding id's agent socket when its agent listens in a
-// bind mount.
-func (m *Manager) agentSocketDir(id string) string {
-	return fmt.Sprintf("/proc/self/fd/%d/%s.d", m.agentsDir.Fd(), id)
-}
-
-// prepareAgentSocketDir makes a fresh, empty agentSocketDir for id.
-func (m *Manager) prepareAgentSocketDir(id string) (string, error) {
-	dir := m.agentSocketDir(id)
-	if err := os.RemoveAll(dir); err != nil {
-		return "", fmt.Errorf("agent socket dir: %w", err)
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return "", fmt.Errorf("agent socket dir: %w", err)
-	}
-	// The mount source must be a real path: runsc resolves it in its own processes.
-	real, err := filepath.EvalSymlinks(dir)
-	if err != nil {
-		return "", fmt.Errorf("agent socket dir: %w", err)
-	}
-	return real, nil
-}
-
-// socketAgentArgs turns agentArgs' --listen-fd 3 into --socket <path in agentSocketMount>.
-func socketAgentArgs(args []string) []string {
+// tcpAgentArgs turns agentArgs' --listen-fd 3 into --listen-tcp 127.0.0.1:AgentPort.
+func tcpAgentArgs(args []string) []string {
 	out := make([]string, 0, len(args))
 	for i := 0; i < len(args); i++ {
 		if args[i] == "--listen-fd" && i+1 < len(args) {
-			out = append(out, "--socket", agentSocketMount+"/"+agentSocketName)
+			out = append(out, "--listen-tcp", fmt.Sprintf("127.0.0.1:%d", AgentPort))
 			i++
 			continue
 		}
@@ -134,26 +109,13 @@ func socketAgentArgs(args []string) []string {
 	return out
 }
 
-// dialAgent connects to id's agent: to its own socket dir's agent.sock when it has one, else
-// to the socket hutchd made (agentSock). The first is opened with O_PATH|O_NOFOLLOW and must
-// be a socket, then dialled through /proc/self/fd: a symlink the sandbox planted there cannot
-// make hutchd connect to a host socket of its choosing.
-func (m *Manager) dialAgent(ctx context.Context, d *net.Dialer, id string) (net.Conn, error) {
-	dir := m.agentSocketDir(id)
-	if _, err := os.Lstat(dir); err != nil {
+// dialAgent connects to id's agent: over TCP to AgentPort inside the namespace at nsPath when
+// tcp is set, else to the unix socket hutchd made (agentSock).
+func (m *Manager) dialAgent(ctx context.Context, d *net.Dialer, id, nsPath string, tcp bool) (net.Conn, error) {
+	if !tcp {
 		return d.DialContext(ctx, "unix", m.agentSock(id))
 	}
-	fd, err := unix.Open(filepath.Join(dir, agentSocketName), unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("agent socket: %w", err)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("agent socket: %w", err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("agent socket of %s is not a socket (mode %#o)", id, st.Mode)
-	}
-	return d.DialContext(ctx, "unix", fmt.Sprintf("/proc/self/fd/%d", fd))
+	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
+	defer cancel()
+	return netns.Dial(ctx, nsPath, "tcp4", fmt.Sprintf("127.0.0.1:%d", AgentPort))
 }

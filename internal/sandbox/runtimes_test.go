@@ -3,15 +3,12 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"net"
-	"os"
 	"os/exec"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
@@ -57,69 +54,22 @@ func TestRuntimeSelection(t *testing.T) {
 	}
 }
 
-func TestSocketAgentArgs(t *testing.T) {
-	got := socketAgentArgs([]string{agentInContainer, "--listen-fd", "3", "--workdir", workspace})
-	want := []string{agentInContainer, "--socket", "/.hutch/run/agent.sock", "--workdir", workspace}
+func TestTCPAgentArgs(t *testing.T) {
+	got := tcpAgentArgs([]string{agentInContainer, "--listen-fd", "3", "--workdir", workspace})
+	want := []string{agentInContainer, "--listen-tcp", "127.0.0.1:30999", "--workdir", workspace}
 	if !slices.Equal(got, want) {
-		t.Errorf("socketAgentArgs = %q, want %q", got, want)
+		t.Errorf("tcpAgentArgs = %q, want %q", got, want)
 	}
 }
 
-// TestDialAgentRefusesSymlinks: the sandbox owns its agent socket directory; a symlink it
-// plants there must not make hutchd connect to another socket of the host.
-func TestDialAgentRefusesSymlinks(t *testing.T) {
-	dir := t.TempDir()
-	f, err := os.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m := &Manager{agentsDir: f}
-	// A host socket the sandbox would like hutchd to talk to.
-	victim := filepath.Join(t.TempDir(), "victim.sock")
-	vl, err := net.Listen("unix", victim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer vl.Close()
-	sockDir, err := m.prepareAgentSocketDir("sb1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sockDir != filepath.Join(dir, "sb1.d") {
-		t.Errorf("socket dir = %s", sockDir)
-	}
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	ctx := context.Background()
-	if _, err := m.dialAgent(ctx, d, "sb1"); !errors.Is(err, syscall.ENOENT) {
-		t.Errorf("dial before the agent listens: %v, want ENOENT", err)
-	}
-	if err := os.Symlink(victim, filepath.Join(sockDir, agentSocketName)); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := m.dialAgent(ctx, d, "sb1"); err == nil {
-		c.Close()
-		t.Fatal("dialAgent followed a symlink to a host socket")
-	}
-	os.Remove(filepath.Join(sockDir, agentSocketName))
-	al, err := net.Listen("unix", filepath.Join(sockDir, agentSocketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer al.Close()
-	c, err := m.dialAgent(ctx, d, "sb1")
-	if err != nil {
-		t.Fatalf("dial the real agent socket: %v", err)
-	}
-	c.Close()
-	// A sandbox without its own socket dir dials the socket hutchd made.
-	if _, err := net.Listen("unix", filepath.Join(dir, "sb2.sock")); err != nil {
-		t.Fatal(err)
-	}
-	if c, err := m.dialAgent(ctx, d, "sb2"); err != nil {
-		t.Errorf("dial sb2: %v", err)
-	} else {
-		c.Close()
+// TestDialPortRefusesAgentPort: the agent's port of a gVisor sandbox is never dialled for a
+// client, whatever the sandbox.
+func TestDialPortRefusesAgentPort(t *testing.T) {
+	m := &Manager{}
+	for _, port := range []int{AgentPort, 0, 65536} {
+		if _, err := m.DialPort(context.Background(), "sb1", port); !errdefs.IsCode(err, errdefs.CodeInvalidPort) {
+			t.Errorf("DialPort(%d) = %v, want INVALID_PORT", port, err)
+		}
 	}
 }
 
@@ -140,7 +90,7 @@ func TestSleepNote(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.AddRuntime(rt)
-		cases[1].want = "gVisor cannot checkpoint this sandbox"
+		cases[1].want = "this sleep kept the disk only"
 	}
 	for _, c := range cases {
 		in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusSleeping})
@@ -150,5 +100,29 @@ func TestSleepNote(t *testing.T) {
 		if in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusRunning}); in.SleepMode != "" || in.SleepNote != "" {
 			t.Errorf("%s running: sleepMode %q, sleepNote %q; want none", c.runtime, in.SleepMode, in.SleepNote)
 		}
+	}
+	// A sleep record (written at each sleep) decides, whatever the runtime.
+	m.cfg.DataDir = t.TempDir()
+	if err := os.MkdirAll(m.sandboxDir("s"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []sleepRecord{
+		{Mode: SleepModeMemory},
+		{Mode: SleepModeDisk, Note: "gVisor could not checkpoint the sandbox (x)"},
+	} {
+		if err := m.writeSleepRecord("s", r); err != nil {
+			t.Fatal(err)
+		}
+		in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeGVisor, Status: store.StatusSleeping})
+		if in.SleepMode != r.Mode || in.SleepNote != r.Note {
+			t.Errorf("record %+v: sleepMode %q, sleepNote %q", r, in.SleepMode, in.SleepNote)
+		}
+	}
+	// A record that cannot be read counts as none.
+	if err := os.WriteFile(m.sleepRecPath("s"), []byte(`{"mode":"swap"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeRunc, Status: store.StatusSleeping}); in.SleepMode != SleepModeDisk || !strings.Contains(in.SleepNote, "cannot checkpoint") {
+		t.Errorf("bad record: sleepMode %q, sleepNote %q", in.SleepMode, in.SleepNote)
 	}
 }

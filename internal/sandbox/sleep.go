@@ -38,16 +38,8 @@ const (
 	SleepModeMemory = "memory"
 )
 
-// Memory sleep. gVisor can save a whole sandbox (runtime.Checkpointer: runsc checkpoint and
-// restore), which would let a sleep keep running processes. It cannot save a hutch sandbox
-// with the runsc of these hosts (0.0~20221219): the Sentry refuses to save host network
-// sockets ("checkpoint not supported when using hostinet", and hutch's gVisor sandboxes use
-// --network=host, see the runsc package) and unix sockets bound in a host directory ("Cannot
-// save endpoint with bound host socket": the agent listens that way because runsc cannot hand
-// PID 1 an inherited socket). So every sleep keeps the disk only, and sleepNote says why; the
-// runsc backend's Checkpoint and Restore are tested on a container without either.
-
-// sleepNote says why rec's sleep keeps the disk only.
+// sleepNote says why rec's sleep kept the disk only, for a sleep without a sleep record
+// (memory.go): one that began before hutchd kept them.
 func (m *Manager) sleepNote(rec store.Sandbox) string {
 	rt, err := m.runtimeOf(rec)
 	switch {
@@ -56,7 +48,7 @@ func (m *Manager) sleepNote(rec store.Sandbox) string {
 	case !checkpointer(rt):
 		return "runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and start again on wake"
 	default:
-		return "gVisor cannot checkpoint this sandbox: this runsc cannot save host network sockets (--network=host) or the agent's unix socket bound in a host directory; processes were stopped and start again on wake"
+		return "this sleep kept the disk only: processes were stopped and start again on wake"
 	}
 }
 
@@ -195,8 +187,8 @@ func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (In
 }
 
 // Sleep puts sandbox id to sleep now, whatever its activity and keepAlive: its processes are
-// stopped (the agent saves its sessions), its file data flushed, its container and network
-// torn down; its disk, settings and exposed ports remain, and the next operation on it wakes it.
+// checkpointed with their memory where the runtime can (memory.go), else stopped (the agent
+// saves its sessions); its file data flushed, its container and network torn down; its disk, settings and exposed ports remain, and the next operation on it wakes it.
 // Requests in flight on it are cut. A sandbox that is not running (sleeping, stopped, error)
 // is left as it is. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, or the teardown's failure
 // (the sandbox is then recorded as error and the next request starts it again).
@@ -245,10 +237,16 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox going to sleep", "sandbox_id", rec.ID, "reason", reason)
+	sr := m.checkpointForSleep(ctx, rec, inst)
 	if err := m.teardown(ctx, rec, true); err != nil {
 		m.log.ErrorContext(ctx, "sleep failed", "sandbox_id", rec.ID, "err", err)
+		m.discardMemory(ctx, rec.ID)
 		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, "sleep: "+err.Error())
 		return err
+	}
+	if err := m.writeSleepRecord(rec.ID, sr); err != nil {
+		m.log.ErrorContext(ctx, "sleep record", "sandbox_id", rec.ID, "err", err)
+		m.discardMemory(ctx, rec.ID) // without its record an image is never restored
 	}
 	if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
 		return err

@@ -92,18 +92,13 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		}
 	}
 	// The agent's socket: made here, handed to hutch-init as fd 3, closed here after start.
-	// A backend that cannot hand it over (runtime.HostSocketer) gets a directory of the
-	// sandbox's own instead, in which hutch-init creates the socket (runtimes.go).
+	// A backend that cannot hand it over (runtime.ExtraFileRefuser) runs an agent that listens
+	// on TCP on the namespace's loopback instead (AgentPort, runtimes.go).
 	agentArgs := m.agentArgs()
 	var agentFiles []*os.File
-	var agentMounts []runtime.Mount
-	if hostSockets(rt) {
-		sockDir, err := m.prepareAgentSocketDir(id)
-		if err != nil {
-			return err
-		}
-		agentArgs = socketAgentArgs(agentArgs)
-		agentMounts = []runtime.Mount{{Source: sockDir, Destination: agentSocketMount}}
+	tcpAgent := refusesExtraFiles(rt)
+	if tcpAgent {
+		agentArgs = tcpAgentArgs(agentArgs)
 	} else {
 		listener, err := m.listenAgent(id)
 		if err != nil {
@@ -166,34 +161,42 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		LogPath: filepath.Join(ddir, "agent.log"),
 		Mounts: append([]runtime.Mount{
 			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
-		}, append(agentMounts, etc...)...),
+		}, etc...),
 		ExtraFiles: agentFiles,
 	}
-	st, err := rt.Start(ctx, spec)
-	if err != nil {
-		return fmt.Errorf("runtime %s: %w", rt.Name(), err)
-	}
+	tr := m.agentTransport(id, n.NSPath, tcpAgent)
+	wait := func() error { return waitAgent(ctx, tr, m.cfg.AgentTimeout) }
+	st, agentBin, restored, err := m.runContainer(ctx, rt, spec, rec.Status == store.StatusSleeping, tr, wait)
 	for _, f := range agentFiles {
 		f.Close() // the agent holds the only copy now: it dies with the agent
 	}
-	inst := newInstance(st.Pid, n, m.agentTransport(id), rec)
+	if err != nil {
+		return err
+	}
 	egressJoined = true
 	if err := <-egressDone; err != nil {
-		inst.transport.CloseIdleConnections()
+		tr.CloseIdleConnections()
 		return fmt.Errorf("egress: %w", err)
 	}
-	if err := waitAgent(ctx, inst.transport, m.cfg.AgentTimeout); err != nil {
-		inst.transport.CloseIdleConnections()
-		logTail := tailFile(spec.LogPath, 2048)
-		return errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "agent did not answer").With("agentLog", logTail)
+	if !restored {
+		if err := wait(); err != nil {
+			tr.CloseIdleConnections()
+			logTail := tailFile(spec.LogPath, 2048)
+			return errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "agent did not answer").With("agentLog", logTail)
+		}
 	}
+	if err := os.WriteFile(m.agentBinPath(id), []byte(agentBin), 0o600); err != nil {
+		m.log.WarnContext(ctx, "record agent binary", "sandbox_id", id, "err", err)
+	}
+	inst := newInstance(st.Pid, n, tr, rec)
+	inst.agentBin = agentBin
 	m.mu.Lock()
 	m.instances[id] = inst
 	m.mu.Unlock()
 	if err := m.store.SetStatus(ctx, id, store.StatusRunning, ""); err != nil {
 		return err
 	}
-	m.log.InfoContext(ctx, "sandbox running", "sandbox_id", id, "pid", st.Pid, "address", n.Addr.String())
+	m.log.InfoContext(ctx, "sandbox running", "sandbox_id", id, "pid", st.Pid, "address", n.Addr.String(), "restored", restored)
 	return nil
 }
 
@@ -357,12 +360,13 @@ func (m *Manager) listenAgent(id string) (*os.File, error) {
 	return f, nil
 }
 
-// agentTransport returns an HTTP transport to id's agent socket.
-func (m *Manager) agentTransport(id string) *http.Transport {
+// agentTransport returns an HTTP transport to id's agent: its unix socket, or with tcp its
+// TCP port inside the network namespace at nsPath (dialAgent).
+func (m *Manager) agentTransport(id, nsPath string, tcp bool) *http.Transport {
 	d := net.Dialer{Timeout: 5 * time.Second}
 	return &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return m.dialAgent(ctx, &d, id)
+			return m.dialAgent(ctx, &d, id, nsPath, tcp)
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,

@@ -33,8 +33,9 @@ func (r *Runtime) CheckpointSupport() error {
 	return r.checkpointSupport
 }
 
-// probeCheckpoint reads the module version of the runsc binary at path.
-func probeCheckpoint(path string) error {
+// ProbeCheckpoint answers CheckpointSupport for the runsc binary at path, from its Go build
+// information (its gvisor.dev/gvisor module version).
+func ProbeCheckpoint(path string) error {
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("runsc %s has no Go build information (%v), so whether it saves host network sockets is unknown; memory snapshots need runsc %s or later (scripts/host-setup.sh): %w", path, err, MinCheckpointVersion, errdefs.ErrFailedPrecondition)

@@ -3,5 +3,4 @@ package runsc
 // Exported for the external tests.
 var (
 	PseudoVersionTime = pseudoVersionTime
-	ProbeCheckpoint   = probeCheckpoint
 )

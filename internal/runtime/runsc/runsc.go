@@ -88,7 +88,7 @@ type Runtime struct {
 	platform  string
 	network   string
 	flags     map[string]bool // global flags this runsc knows (probeFlags)
-	// checkpointSupport is CheckpointSupport's answer, probed once (probeCheckpoint).
+	// checkpointSupport is CheckpointSupport's answer, probed once (ProbeCheckpoint).
 	checkpointSupport error
 	spec              ocispec.Builder
 	log               *slog.Logger
@@ -162,7 +162,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	return &Runtime{
 		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
-		flags: flags, checkpointSupport: probeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
+		flags: flags, checkpointSupport: ProbeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
 	}, nil
 }
 
