@@ -149,6 +149,10 @@ type Config struct {
 	// past the size fail with ENOSPC inside the sandbox. "off" (hosts without loop devices):
 	// new sandboxes' disks are unlimited directories; sandboxes that have an image keep it.
 	DiskQuota string `json:"diskQuota"`
+	// SleepMemory is "on" (the default): sleeps of sandboxes whose runtime can checkpoint
+	// (gVisor with a recent runsc) keep their memory; "off" keeps the disk only (no memory
+	// images on the data volume).
+	SleepMemory string `json:"sleepMemory"`
 
 	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
 	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
@@ -208,6 +212,7 @@ func Defaults() Config {
 		BackupOrphanAge:  Duration(time.Hour),
 		DataVolumeSize:   "auto",
 		DiskQuota:        "on",
+		SleepMemory:      "on",
 		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
@@ -264,6 +269,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
 	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
+	sleepMemory := fs.String("sleep-memory", "", `keep running processes across sleeps where the runtime can checkpoint (gVisor), "on" or "off" (env HUTCH_SLEEP_MEMORY; default on)`)
 	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
 	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
@@ -322,6 +328,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.DataVolume, *dataVolume, "HUTCH_DATA_VOLUME")
 	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
 	pick(&c.DiskQuota, *diskQuota, "HUTCH_DISK_QUOTA")
+	pick(&c.SleepMemory, *sleepMemory, "HUTCH_SLEEP_MEMORY")
 	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
 	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
 	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
@@ -490,6 +497,9 @@ func (c Config) Validate() error {
 	}
 	if c.DiskQuota != "on" && c.DiskQuota != "off" {
 		bad("disk quota %q: want \"on\" or \"off\"", c.DiskQuota)
+	}
+	if c.SleepMemory != "on" && c.SleepMemory != "off" {
+		bad("sleep memory %q: want \"on\" or \"off\"", c.SleepMemory)
 	}
 	if c.PreviewListen != "off" {
 		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {

@@ -43,6 +43,15 @@ func TestLoadPrecedence(t *testing.T) {
 	if cfg, err := Load(nil, env(map[string]string{"HUTCH_DISK_QUOTA": "off"})); err != nil || cfg.DiskQuota != "off" {
 		t.Errorf("HUTCH_DISK_QUOTA=off: %q, %v", cfg.DiskQuota, err)
 	}
+	if cfg.SleepMemory != "on" {
+		t.Errorf("SleepMemory = %q; want the default on", cfg.SleepMemory)
+	}
+	if cfg, err := Load([]string{"--sleep-memory", "off"}, env(nil)); err != nil || cfg.SleepMemory != "off" {
+		t.Errorf("--sleep-memory off: %q, %v", cfg.SleepMemory, err)
+	}
+	if _, err := Load([]string{"--sleep-memory", "swap"}, env(nil)); err == nil {
+		t.Errorf("--sleep-memory swap accepted")
+	}
 }
 
 func TestLoadRejects(t *testing.T) {

@@ -105,6 +105,9 @@ type Config struct {
 	// DiskQuota gives each new sandbox a disk of its own with its instance type's DiskBytes
 	// (disk.go). Off: new sandboxes' disks are directories on the data volume, unlimited.
 	DiskQuota bool
+	// NoSleepMemory makes every sleep a disk sleep, even where the runtime can checkpoint
+	// (memory.go).
+	NoSleepMemory bool
 	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
 	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
 	IdleCheckInterval time.Duration

@@ -107,6 +107,9 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 	disk := func(note string) sleepRecord {
 		return sleepRecord{Mode: SleepModeDisk, Note: note, At: time.Now().UTC()}
 	}
+	if m.cfg.NoSleepMemory {
+		return disk("memory sleeps are off on this host (hutchd --sleep-memory off): processes were stopped and start again on wake")
+	}
 	rt, err := m.runtimeOf(rec)
 	if err != nil {
 		return disk("runtime " + rec.Runtime + " is not available on this host: processes were stopped and start again on wake")

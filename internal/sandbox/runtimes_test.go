@@ -3,8 +3,8 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"

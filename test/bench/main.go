@@ -76,6 +76,7 @@ type config struct {
 	hn           int           // iterations of the headline's cheap steps
 	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
 	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
+	memory       bool          // run the memory sleep benchmark (issue 8) instead
 	diskQuota    string        // hutchd's --disk-quota: on or off
 }
 
@@ -92,6 +93,7 @@ func main() {
 	flag.BoolVar(&cfg.gvisor, "gvisor", false, "compare gVisor sandboxes with runc ones instead: create → first exec, exec round trip (see gvisor.go)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.StringVar(&cfg.diskQuota, "disk-quota", "on", "hutchd's --disk-quota (on: each sandbox's disk is an image of its own; off: a directory)")
+	flag.BoolVar(&cfg.memory, "memory", false, "compare memory sleeps (gVisor checkpoint/restore) with disk-only sleeps: Sleep and wake → first exec (see memory.go)")
 	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -114,6 +116,9 @@ func main() {
 	}
 	if cfg.fairness {
 		runMode = runFairness
+	}
+	if cfg.memory {
+		runMode = runMemory
 	}
 	err := runMode(ctx, cfg, os.Stdout)
 	stop()

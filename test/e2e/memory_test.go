@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/errdefs"
+	hsandbox "github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 )
 
@@ -172,5 +175,52 @@ func TestMemorySnapshot(t *testing.T) {
 	}
 	if n := readCounter(); n < before {
 		t.Fatalf("counter file %d, before the stop %d: the disk lost writes", n, before)
+	}
+}
+
+// TestGVisorAgentPortAbuse tries to reach a gVisor sandbox's agent, which listens on TCP
+// (hsandbox.AgentPort on the sandbox's loopback), from everywhere but hutchd: an exposed port,
+// a second sandbox, the host, and a process of the sandbox that tries to take the port.
+func TestGVisorAgentPortAbuse(t *testing.T) {
+	requireEnv(t)
+	if !have("runsc") {
+		t.Skip("runsc is not installed (scripts/host-setup.sh)")
+	}
+	ctx := ctxT(t, 5*time.Minute)
+	gv := sandbox(t, "e2e-gv-agentport", &client.SandboxOptions{Runtime: "gvisor"})
+	other := sandbox(t, "e2e-gv-agentport-nb", nil)
+	info, err := gv.Info(ctx)
+	if err != nil || info.Address == "" {
+		t.Fatalf("Info = %+v, %v", info, err)
+	}
+	port := strconv.Itoa(hsandbox.AgentPort)
+	// The agent is there, on the sandbox's own loopback.
+	if out := mustExec(t, gv, "curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:"+port+"/api/ping"); out != "200" {
+		t.Fatalf("agent from inside = %q; want 200 (is it on another port?)", out)
+	}
+	if _, err := gv.ExposePort(ctx, hsandbox.AgentPort, client.ExposeOptions{}); !errdefs.IsCode(err, errdefs.CodeInvalidPort) {
+		t.Errorf("expose the agent port = %v; want INVALID_PORT", err)
+	}
+	// Another sandbox, at the sandbox's address.
+	if out := mustExec(t, other, "curl -s -m 5 -o /dev/null -w '%{http_code}' http://"+info.Address+":"+port+"/api/ping || true"); out == "200" {
+		t.Errorf("another sandbox reached the agent at %s:%s", info.Address, port)
+	}
+	// The host, at the sandbox's address.
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(info.Address, port), 3*time.Second); err == nil {
+		c.Close()
+		t.Errorf("the host connected to the agent at %s:%s", info.Address, port)
+	}
+	// A process of the sandbox cannot bind the port while the agent holds it, on any address.
+	for _, addr := range []string{"127.0.0.1", "0.0.0.0", info.Address} {
+		res, err := gv.Exec(ctx, `python3 -c "import socket; s = socket.socket(); s.bind(('`+addr+`', `+port+`)); s.listen(1); print('bound')"`, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(res.Stdout), "bound") {
+			t.Errorf("a sandbox process bound %s:%s beside the agent", addr, port)
+		}
+	}
+	if out := mustExec(t, gv, "echo still-answers"); out != "still-answers\n" {
+		t.Fatalf("agent after the attempts: %q", out)
 	}
 }

@@ -269,6 +269,12 @@ func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
 		"--file-access", "shared",
 		"--oci-seccomp",
 	}
+	if r.flags["gofer-network-namespace"] {
+		// Each gofer gets a new empty network namespace. The default ("null") bind-mounts one
+		// shared namespace at <root>/null-netns and never unmounts it, so the state directory
+		// could not be removed once the last container is gone.
+		global = append(global, "--gofer-network-namespace", "new")
+	}
 	if r.flags["overlay2"] {
 		// The root file system stays the host directory the Sentry writes through to: hutchd
 		// reads it while the sandbox runs (see --file-access=shared above).

@@ -60,6 +60,11 @@ func newEnvNet(t *testing.T, network string) *env {
 				t.Errorf("cleanup delete %s: %v", s.ID, err)
 			}
 		}
+		// runsc itself leaves nothing mounted in its state directory once its containers are
+		// gone (a newer runsc's shared gofer namespace did: --gofer-network-namespace new).
+		if left, _ := rootfs.ListMounts(filepath.Join(dir, "runsc")); len(left) > 0 {
+			t.Errorf("mounts left in runsc's state directory: %v", left)
+		}
 		mounts, _ := rootfs.ListMounts(dir)
 		for _, m := range mounts {
 			if err := rootfs.Unmount(m); err != nil {
