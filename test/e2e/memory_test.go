@@ -210,14 +210,18 @@ func TestGVisorAgentPortAbuse(t *testing.T) {
 		c.Close()
 		t.Errorf("the host connected to the agent at %s:%s", info.Address, port)
 	}
-	// A process of the sandbox cannot bind the port while the agent holds it, on any address.
-	for _, addr := range []string{"127.0.0.1", "0.0.0.0", info.Address} {
-		res, err := gv.Exec(ctx, `python3 -c "import socket; s = socket.socket(); s.bind(('`+addr+`', `+port+`)); s.listen(1); print('bound')"`, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if strings.Contains(string(res.Stdout), "bound") {
-			t.Errorf("a sandbox process bound %s:%s beside the agent", addr, port)
+	// A process of the sandbox cannot take the address hutchd dials (127.0.0.1, or every
+	// address) while the agent holds it, with or without SO_REUSEADDR / SO_REUSEPORT. (The
+	// sandbox's own address is another socket address: a server there is never dialled.)
+	for _, addr := range []string{"127.0.0.1", "0.0.0.0"} {
+		for _, opt := range []string{"", "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); ", "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1); "} {
+			res, err := gv.Exec(ctx, `python3 -c "import socket; s = socket.socket(); `+opt+`s.bind(('`+addr+`', `+port+`)); s.listen(1); print('bound')"`, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(res.Stdout), "bound") {
+				t.Errorf("a sandbox process bound %s:%s beside the agent (%s)", addr, port, opt)
+			}
 		}
 	}
 	if out := mustExec(t, gv, "echo still-answers"); out != "still-answers\n" {
