@@ -149,6 +149,11 @@ type Config struct {
 	// past the size fail with ENOSPC inside the sandbox. "off" (hosts without loop devices):
 	// new sandboxes' disks are unlimited directories; sandboxes that have an image keep it.
 	DiskQuota string `json:"diskQuota"`
+	// UserNS is "on" or "off" (the default): with "on", each new runc sandbox runs in a user
+	// namespace of its own, root inside being an unprivileged host ID range of its own (65536
+	// IDs from 2^20 up; see docs/ARCHITECTURE.md, User namespaces). Existing sandboxes keep what
+	// they were created with; gVisor sandboxes are unaffected (the Sentry has its own).
+	UserNS string `json:"userns"`
 
 	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
 	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
@@ -208,6 +213,7 @@ func Defaults() Config {
 		BackupOrphanAge:  Duration(time.Hour),
 		DataVolumeSize:   "auto",
 		DiskQuota:        "on",
+		UserNS:           "off",
 		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
@@ -265,6 +271,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
 	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
+	userNS := fs.String("userns", "", `user namespace per new runc sandbox, "on" or "off" (env HUTCH_USERNS; default off)`)
 	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
@@ -322,6 +329,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.DataVolume, *dataVolume, "HUTCH_DATA_VOLUME")
 	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
 	pick(&c.DiskQuota, *diskQuota, "HUTCH_DISK_QUOTA")
+	pick(&c.UserNS, *userNS, "HUTCH_USERNS")
 	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
 	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
 	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
@@ -490,6 +498,9 @@ func (c Config) Validate() error {
 	}
 	if c.DiskQuota != "on" && c.DiskQuota != "off" {
 		bad("disk quota %q: want \"on\" or \"off\"", c.DiskQuota)
+	}
+	if c.UserNS != "on" && c.UserNS != "off" {
+		bad("userns %q: want \"on\" or \"off\"", c.UserNS)
 	}
 	if c.PreviewListen != "off" {
 		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {

@@ -139,6 +139,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ProcessLogBytes:  cfg.ProcessLogBytes,
 		ProcessRetention: time.Duration(cfg.ProcessRetention),
 		DiskQuota:        cfg.DiskQuota == "on",
+		UserNS:           cfg.UserNS == "on",
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err

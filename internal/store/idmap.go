@@ -6,7 +6,17 @@ import (
 	"fmt"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/idmap"
 )
+
+// IDMap returns the sandbox's ID range: the zero Map (IDs not shifted) without a user
+// namespace.
+func (sb Sandbox) IDMap() idmap.Map {
+	if sb.IDBase == 0 {
+		return idmap.Map{}
+	}
+	return idmap.Map{Base: sb.IDBase, Size: IDRangeSize}
+}
 
 // User namespace ID ranges. A sandbox with a user namespace owns the host UIDs and GIDs
 // [IDBase, IDBase+IDRangeSize): in-sandbox ID n (0 = root) is host ID IDBase+n. Bases start at
