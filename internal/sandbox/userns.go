@@ -71,6 +71,9 @@ func (m *Manager) mountRoot(ctx context.Context, rec store.Sandbox, lower, ddir,
 				return fmt.Errorf("sandbox dir: %w", err)
 			}
 		}
+		if err := rootMode(upper, lower); err != nil {
+			return err
+		}
 	}
 	err = rootfs.MapLowers(m.sandboxDir(rec.ID), strings.Split(lower, ":"), ns, func(mapped []string) error {
 		return m.rootfs.Mount(rootfs.JoinLower(mapped...), upper, work, merged)
@@ -122,4 +125,24 @@ func (m *Manager) traversableRoot(rec store.Sandbox, idm idmap.Map) error {
 			return nil
 		}
 	}
+}
+
+// rootMode gives a fresh (empty) upper directory the permissions of the image's root (the
+// last lower), which the overlay's root takes from the upper: "/" is then 0755 as in the
+// image, so users other than root can reach their files. A used upper keeps its mode (the
+// sandbox may have changed it).
+func rootMode(upper, lower string) error {
+	ents, err := os.ReadDir(upper)
+	if err != nil || len(ents) > 0 {
+		return err
+	}
+	lowers := strings.Split(lower, ":")
+	fi, err := os.Stat(lowers[len(lowers)-1])
+	if err != nil {
+		return fmt.Errorf("image root: %w", err)
+	}
+	if err := os.Chmod(upper, fi.Mode().Perm()); err != nil {
+		return fmt.Errorf("sandbox dir: %w", err)
+	}
+	return nil
 }
