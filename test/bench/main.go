@@ -77,6 +77,7 @@ type config struct {
 	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
 	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
 	diskQuota    string        // hutchd's --disk-quota: on or off
+	userNS       string        // hutchd's --userns: on or off
 }
 
 func main() {
@@ -92,6 +93,7 @@ func main() {
 	flag.BoolVar(&cfg.gvisor, "gvisor", false, "compare gVisor sandboxes with runc ones instead: create → first exec, exec round trip (see gvisor.go)")
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.StringVar(&cfg.diskQuota, "disk-quota", "on", "hutchd's --disk-quota (on: each sandbox's disk is an image of its own; off: a directory)")
+	flag.StringVar(&cfg.userNS, "userns", "off", "hutchd's --userns (on: each runc sandbox in a user namespace of its own)")
 	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -147,7 +149,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	progress("starting hutchd")
-	d, err := startDaemon(ctx, bins, work, cfg.imagesDir, "--disk-quota", cfg.diskQuota)
+	d, err := startDaemon(ctx, bins, work, cfg.imagesDir, "--disk-quota", cfg.diskQuota, "--userns", cfg.userNS)
 	if err != nil {
 		return err
 	}
@@ -259,6 +261,7 @@ func printEnv(out io.Writer, cfg config, it sandbox.InstanceType, img image.Imag
 	fmt.Fprintf(out, "  instance type: %s (cpu %dm, memory %d MiB, pids %d), baselines use the same limits\n",
 		it.Name, it.MilliCPU, it.MemoryBytes>>20, it.Pids)
 	fmt.Fprintf(out, "  iterations:    -n %d (cold create), -m %d (exec)\n", cfg.n, cfg.m)
+	fmt.Fprintf(out, "  hutchd:        --disk-quota %s --userns %s\n", cfg.diskQuota, cfg.userNS)
 }
 
 func cpuModel() string {
