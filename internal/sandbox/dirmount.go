@@ -126,7 +126,7 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 	if ns != nil {
 		defer ns.Close()
 	}
-	if err := m.mountDir1(f, id, mid, tree, ns); err != nil {
+	if err := m.mountTree(f, id, mid, tree, ns); err != nil {
 		os.RemoveAll(mdir)
 		return "", err
 	}
@@ -285,7 +285,7 @@ func (m *Manager) mountDirs(ctx context.Context, id, merged string, ns *os.File)
 				"sandbox_id", id, "dir", d.Path, "resolved", resolved, "err", err)
 			continue
 		}
-		err = m.mountDir1(f, id, d.MountID, tree, ns)
+		err = m.mountTree(f, id, d.MountID, tree, ns)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", d.Path, err)
@@ -423,10 +423,10 @@ func within(p string, roots []string) bool {
 	return false
 }
 
-// mountDir1 mounts directory mount mid of sandbox id (tree below its writable layer) at the
+// mountTree mounts directory mount mid of sandbox id (tree below its writable layer) at the
 // open directory f; with a user namespace (ns) the tree is idmapped into the sandbox's range,
 // so the writable layer, whose root takes the tree's root owner, is owned by the range too.
-func (m *Manager) mountDir1(f *os.File, id, mid, tree string, ns *os.File) error {
+func (m *Manager) mountTree(f *os.File, id, mid, tree string, ns *os.File) error {
 	mdir := m.mountDir(id, mid)
 	return rootfs.MapLowers(m.sandboxDir(id), []string{tree}, ns, func(mapped []string) error {
 		return rootfs.MountDir(f, mountSourcePrefix+mid, mapped[0], filepath.Join(mdir, "upper"), filepath.Join(mdir, "work"))
