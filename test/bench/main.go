@@ -210,6 +210,13 @@ func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType,
 	if work, err = os.MkdirTemp("", prefix); err != nil {
 		return it, "", "", nil, err
 	}
+	if cfg.userNS == "on" {
+		// hutchd's state dir is below it: sandboxes' roots must be reachable from their user
+		// namespaces (hutchd refuses to change directories it does not own).
+		if err := os.Chmod(work, 0o711); err != nil {
+			return it, "", "", nil, err
+		}
+	}
 	cleanup = func() error {
 		// Never remove a directory with something still mounted below it.
 		if m := mountsUnder(work); len(m) > 0 {
