@@ -42,8 +42,8 @@ type config struct {
 	// listenTCP is a loopback address (127.0.0.1:PORT) to serve on: the gVisor backend cannot
 	// hand PID 1 a socket (runtime.ExtraFileRefuser).
 	listenTCP string
-	workdir  string
-	stateDir string
+	workdir   string
+	stateDir  string
 	// Background processes: where their records and logs are kept, the default log buffer
 	// per stream (bytes), and how long finished ones are kept.
 	processDir       string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/archive"
+	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
 )
 
@@ -33,6 +34,9 @@ const cleanupTimeout = 30 * time.Second
 // EnableHostArchive.
 type DirOpener interface {
 	OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error)
+	// IDMap is the sandbox's user namespace ID range (the zero Map without one): the host
+	// sees its files owned by host IDs, which the archive records as in-sandbox IDs.
+	IDMap(ctx context.Context, id string) (idmap.Map, error)
 }
 
 // EnableHostArchive makes Create read directories from the host through o instead of asking
@@ -77,13 +81,17 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 	where := "agent"
 	if s.opener != nil && !req.Gitignore {
 		where = "host"
+		idm, err := s.opener.IDMap(ctx, sandboxID)
+		if err != nil {
+			return Backup{}, err
+		}
 		root, _, err := s.opener.OpenDir(ctx, sandboxID, dir, AllowedRoots)
 		if err != nil {
 			return Backup{}, err
 		}
 		defer root.Close()
 		var stop func()
-		src, finish, stop = hostArchive(ctx, root, req.Excludes)
+		src, finish, stop = hostArchive(ctx, root, req.Excludes, idm)
 		defer stop() // before root.Close
 
 	} else {
@@ -178,14 +186,23 @@ func agentTrailers(resp *http.Response) error {
 	return nil
 }
 
-// hostArchive streams the tar of root (archive.WriteRoot) through a pipe; finish returns the
+// hostArchive streams the tar of root (archive.WriteRoot) through a pipe, owners shifted from
+// the host IDs of idm's range to in-sandbox IDs (IDs outside it become idmap.Overflow); finish returns the
 // writer's error once the stream is drained; stop ends the writer early (if it still runs) and
 // waits for it, so root can be closed.
-func hostArchive(ctx context.Context, root *os.Root, excludes []string) (src io.Reader, finish func() error, stop func()) {
+func hostArchive(ctx context.Context, root *os.Root, excludes []string, idm idmap.Map) (src io.Reader, finish func() error, stop func()) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	opts := archive.Options{Excludes: excludes}
+	if idm.Enabled() {
+		opts.Owner = func(uid, gid int) (int, int) {
+			u, _ := idm.ToSandbox(uid)
+			g, _ := idm.ToSandbox(gid)
+			return u, g
+		}
+	}
 	go func() {
-		_, err := archive.WriteRoot(ctx, pw, root, archive.Options{Excludes: excludes})
+		_, err := archive.WriteRoot(ctx, pw, root, opts)
 		pw.CloseWithError(err)
 		done <- err
 	}()

@@ -153,6 +153,11 @@ type Config struct {
 	// (gVisor with a recent runsc) keep their memory; "off" keeps the disk only (no memory
 	// images on the data volume).
 	SleepMemory string `json:"sleepMemory"`
+	// UserNS is "on" or "off" (the default): with "on", each new runc sandbox runs in a user
+	// namespace of its own, root inside being an unprivileged host ID range of its own (65536
+	// IDs from 2^20 up; see docs/ARCHITECTURE.md, User namespaces). Existing sandboxes keep what
+	// they were created with; gVisor sandboxes are unaffected (the Sentry has its own).
+	UserNS string `json:"userns"`
 
 	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
 	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
@@ -213,6 +218,7 @@ func Defaults() Config {
 		DataVolumeSize:   "auto",
 		DiskQuota:        "on",
 		SleepMemory:      "on",
+		UserNS:           "off",
 		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
@@ -271,6 +277,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
 	sleepMemory := fs.String("sleep-memory", "", `keep running processes across sleeps where the runtime can checkpoint (gVisor), "on" or "off" (env HUTCH_SLEEP_MEMORY; default on)`)
 	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
+	userNS := fs.String("userns", "", `user namespace per new runc sandbox, "on" or "off" (env HUTCH_USERNS; default off)`)
 	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
@@ -329,6 +336,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
 	pick(&c.DiskQuota, *diskQuota, "HUTCH_DISK_QUOTA")
 	pick(&c.SleepMemory, *sleepMemory, "HUTCH_SLEEP_MEMORY")
+	pick(&c.UserNS, *userNS, "HUTCH_USERNS")
 	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
 	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
 	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
@@ -500,6 +508,9 @@ func (c Config) Validate() error {
 	}
 	if c.SleepMemory != "on" && c.SleepMemory != "off" {
 		bad("sleep memory %q: want \"on\" or \"off\"", c.SleepMemory)
+	}
+	if c.UserNS != "on" && c.UserNS != "off" {
+		bad("userns %q: want \"on\" or \"off\"", c.UserNS)
 	}
 	if c.PreviewListen != "off" {
 		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {

@@ -140,6 +140,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ProcessRetention: time.Duration(cfg.ProcessRetention),
 		DiskQuota:        cfg.DiskQuota == "on",
 		NoSleepMemory:    cfg.SleepMemory == "off",
+		UserNS:           cfg.UserNS == "on",
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err

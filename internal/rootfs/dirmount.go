@@ -25,7 +25,8 @@ var ErrDangling = errors.New("dangling symlink")
 
 // OpenDir opens dir (an absolute path as the sandbox sees it) below root (the host path of a
 // mounted sandbox root) with O_PATH, resolving symlinks inside root. With create, missing
-// components are made as directories (mode 0755, owned by root). It returns the open directory
+// components are made as directories (mode 0755, owned by the owner of root's top directory:
+// the sandbox's root, which is a host ID of its range under a user namespace). It returns the open directory
 // and its resolved path inside root ("/workspace/app"). Errors: fs.ErrNotExist (without create),
 // unix.ENOTDIR when a component is not a directory, ErrDangling, unix.ELOOP for symlink loops.
 func OpenDir(root, dir string, create bool) (*os.File, string, error) {
@@ -37,6 +38,10 @@ func OpenDir(root, dir string, create bool) (*os.File, string, error) {
 		return nil, "", fmt.Errorf("rootfs: open %s: %w", root, err)
 	}
 	defer unix.Close(rfd)
+	var rst unix.Stat_t
+	if err := unix.Fstat(rfd, &rst); err != nil {
+		return nil, "", fmt.Errorf("rootfs: stat %s: %w", root, err)
+	}
 	rel := strings.TrimPrefix(dir, "/")
 	for attempt := 0; ; attempt++ {
 		fd, err := openIn(rfd, rel)
@@ -73,6 +78,10 @@ func OpenDir(root, dir string, create bool) (*os.File, string, error) {
 				return nil, "", fmt.Errorf("rootfs: open %s in %s: %w", parent, root, err)
 			}
 			err = unix.Mkdirat(dfd, parts[i-1], 0o755)
+			if err == nil && (rst.Uid != 0 || rst.Gid != 0) {
+				// Not following a symlink the sandbox may have put there meanwhile.
+				err = unix.Fchownat(dfd, parts[i-1], int(rst.Uid), int(rst.Gid), unix.AT_SYMLINK_NOFOLLOW)
+			}
 			unix.Close(dfd)
 			if errors.Is(err, unix.EEXIST) { // there, yet not found: a dangling symlink
 				return nil, "", fmt.Errorf("rootfs: %s in %s is a dangling symlink: %w", strings.Join(parts[:i], "/"), root, ErrDangling)

@@ -19,6 +19,8 @@ import (
 	"context"
 	"os"
 	"syscall"
+
+	"github.com/hutchdev/hutch/internal/idmap"
 )
 
 // Spec describes one container to start.
@@ -47,6 +49,10 @@ type Spec struct {
 	// ExtraFiles are inherited by PID 1 as fds 3, 4, … (hutchd hands the agent its listening
 	// socket this way). The caller keeps ownership and closes them after Start.
 	ExtraFiles []*os.File
+	// IDMap, when enabled, runs the container in a user namespace of its own: in-container
+	// IDs [0, Size) are host IDs [Base, Base+Size). RootFS must then show files owned by the
+	// range (idmapped lower layers, an upper directory owned by Base). Only runc uses it.
+	IDMap idmap.Map
 }
 
 // Mount is a bind mount from the host into the container.

@@ -119,7 +119,14 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 		return "", err
 	}
 	mdir := m.mountDir(id, mid)
-	if err := rootfs.MountDir(f, mountSourcePrefix+mid, tree, filepath.Join(mdir, "upper"), filepath.Join(mdir, "work")); err != nil {
+	ns, err := userNSOf(rec)
+	if err != nil {
+		return "", err
+	}
+	if ns != nil {
+		defer ns.Close()
+	}
+	if err := m.mountTree(f, id, mid, tree, ns); err != nil {
 		os.RemoveAll(mdir)
 		return "", err
 	}
@@ -247,7 +254,7 @@ func (m *Manager) touch(id string) {
 // mountDirs mounts sandbox id's directory mounts below its root merged, parents first, before
 // its container starts. A mount whose backup is gone for good (deleted, and its tree not
 // cached) is dropped with an error in the log; other failures fail the start.
-func (m *Manager) mountDirs(ctx context.Context, id, merged string) error {
+func (m *Manager) mountDirs(ctx context.Context, id, merged string, ns *os.File) error {
 	ms, err := m.store.DirMounts(ctx, id)
 	if err != nil || len(ms) == 0 {
 		return err
@@ -278,7 +285,7 @@ func (m *Manager) mountDirs(ctx context.Context, id, merged string) error {
 				"sandbox_id", id, "dir", d.Path, "resolved", resolved, "err", err)
 			continue
 		}
-		err = rootfs.MountDir(f, mountSourcePrefix+d.MountID, tree, filepath.Join(m.mountDir(id, d.MountID), "upper"), filepath.Join(m.mountDir(id, d.MountID), "work"))
+		err = m.mountTree(f, id, d.MountID, tree, ns)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("mount %s: %w", d.Path, err)
@@ -300,6 +307,17 @@ func (m *Manager) dirMountViews(ctx context.Context, id string) (map[string]stri
 	if src == nil {
 		return nil, func() {}, errdefs.New(errdefs.CodeUnavailable, "directory mounts are not available on this host")
 	}
+	rec, err := m.store.Get(ctx, id)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	ns, err := userNSOf(rec)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	if ns != nil {
+		defer ns.Close()
+	}
 	views := map[string]string{}
 	var made []string
 	cleanup := func() {
@@ -318,7 +336,12 @@ func (m *Manager) dirMountViews(ctx context.Context, id string) (map[string]stri
 		}
 		mdir := m.mountDir(id, d.MountID)
 		v := filepath.Join(mdir, "view")
-		if err := rootfs.MountReadOnly([]string{filepath.Join(mdir, "upper"), tree}, v); err != nil {
+		// Under a user namespace the tree is idmapped like the mount's upper, so the whole
+		// view shows host IDs of the range (the snapshot shifts them back).
+		err = rootfs.MapLowers(m.sandboxDir(id), []string{tree}, ns, func(mapped []string) error {
+			return rootfs.MountReadOnly([]string{filepath.Join(mdir, "upper"), mapped[0]}, v)
+		})
+		if err != nil {
 			cleanup()
 			return nil, func() {}, err
 		}
@@ -398,4 +421,14 @@ func within(p string, roots []string) bool {
 		}
 	}
 	return false
+}
+
+// mountTree mounts directory mount mid of sandbox id (tree below its writable layer) at the
+// open directory f; with a user namespace (ns) the tree is idmapped into the sandbox's range,
+// so the writable layer, whose root takes the tree's root owner, is owned by the range too.
+func (m *Manager) mountTree(f *os.File, id, mid, tree string, ns *os.File) error {
+	mdir := m.mountDir(id, mid)
+	return rootfs.MapLowers(m.sandboxDir(id), []string{tree}, ns, func(mapped []string) error {
+		return rootfs.MountDir(f, mountSourcePrefix+mid, mapped[0], filepath.Join(mdir, "upper"), filepath.Join(mdir, "work"))
+	})
 }

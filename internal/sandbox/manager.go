@@ -108,6 +108,9 @@ type Config struct {
 	// NoSleepMemory makes every sleep a disk sleep, even where the runtime can checkpoint
 	// (memory.go).
 	NoSleepMemory bool
+	// UserNS gives each new runc sandbox a user namespace with an ID range of its own
+	// (userns.go); sandboxes keep what they were created with.
+	UserNS bool
 	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
 	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
 	IdleCheckInterval time.Duration
@@ -418,7 +421,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 			Layers: opts.Layers, Snapshot: opts.Snapshot,
 			EnvVars: opts.EnvVars, Status: store.StatusCreating,
 			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive, SnapshotOnSleep: opts.SnapshotOnSleep,
-			Runtime: rtName,
+			Runtime: rtName, UserNS: m.cfg.UserNS && rtName == RuntimeRunc,
 		})
 		if err != nil {
 			return Info{}, false, err

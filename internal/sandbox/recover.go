@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -176,6 +177,9 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 // view of a directory mount that a snapshot made ([disk/]mounts/<mountID>/view), which a crash during
 // the snapshot may leave behind.
 func isViewMount(rest string) bool {
+	if rootfs.IsIDMapStage(rest) {
+		return true // MapLowers' staging mounts of a crashed start: never kept
+	}
 	parts := strings.Split(strings.TrimPrefix(rest, "disk/"), "/")
 	return len(parts) == 3 && parts[0] == "mounts" && parts[2] == "view"
 }

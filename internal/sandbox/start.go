@@ -113,10 +113,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if err != nil {
 		return err
 	}
-	if err := m.rootfs.Mount(lower, filepath.Join(ddir, "upper"), filepath.Join(ddir, "work"), merged); err != nil {
-		return fmt.Errorf("mount root filesystem: %w", err)
-	}
-	if err := m.mountDirs(ctx, id, merged); err != nil {
+	if err := m.mountRoot(ctx, rec, lower, ddir, merged); err != nil { // userns.go
 		return err
 	}
 	n, err := m.nets.Setup(ctx, id, rec.NetSlot)
@@ -163,6 +160,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 			{Source: m.agentPath, Destination: agentInContainer, ReadOnly: true},
 		}, etc...),
 		ExtraFiles: agentFiles,
+		IDMap:      idMapOf(rec),
 	}
 	tr := m.agentTransport(id, n.NSPath, tcpAgent)
 	wait := func() error { return waitAgent(ctx, tr, m.cfg.AgentTimeout) }

@@ -15,13 +15,14 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/blob"
+	"github.com/hutchdev/hutch/internal/idmap"
 )
 
 // putLayer stores the tar of dir in blobs as a layer and returns its digest.
 func putLayer(t *testing.T, blobs blob.Store, dir string) string {
 	t.Helper()
 	var tarBuf bytes.Buffer
-	_, err := WriteLayer(&tarBuf, dir, nil)
+	_, err := WriteLayer(&tarBuf, dir, nil, idmap.Map{})
 	must(t, err)
 	sum := sha256.Sum256(tarBuf.Bytes())
 	digest := "sha256-" + hex.EncodeToString(sum[:])

@@ -43,6 +43,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/blob"
+	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/store"
@@ -181,7 +182,7 @@ func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error
 			return errdefs.Newf(errdefs.CodeSnapshotTooDeep, "sandbox %q already has %d layers, the most a disk may have", sandboxID, len(rec.Layers))
 		}
 		c.rec = rec
-		return s.capture(ctx, disk, &c)
+		return s.capture(ctx, rec.IDMap(), disk, &c)
 	})
 	if err != nil {
 		s.discard(&c)
@@ -205,7 +206,7 @@ func (s *Service) SnapshotAsleep(ctx context.Context, rec store.Sandbox, disk sa
 	start := time.Now()
 	c := captured{rec: rec}
 	defer s.discard(&c)
-	if err := s.capture(ctx, disk, &c); err != nil {
+	if err := s.capture(ctx, rec.IDMap(), disk, &c); err != nil {
 		return "", errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+rec.ID)
 	}
 	snap, err := s.finish(ctx, &c, start, 0)
@@ -270,8 +271,9 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 
 // capture writes the tar of the disk once, into the hash and a zstd temp file. It is the only
 // part of a snapshot that runs while the sandbox is frozen; the layer cache is filled from the
-// temp file afterwards (finish).
-func (s *Service) capture(ctx context.Context, disk sandbox.Disk, c *captured) error {
+// temp file afterwards (finish). idm is the sandbox's ID range: owners on its disk are host IDs
+// of the range, and the layer records in-sandbox IDs.
+func (s *Service) capture(ctx context.Context, idm idmap.Map, disk sandbox.Disk, c *captured) error {
 	f, err := os.CreateTemp(s.cfg.TempDir, ".layer-*.tar.zst")
 	if err != nil {
 		return fmt.Errorf("snapshot temp file: %w", err)
@@ -284,7 +286,7 @@ func (s *Service) capture(ctx context.Context, disk sandbox.Disk, c *captured) e
 	}
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts)
+	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
 	cerr := enc.Close()
 	if werr != nil {
 		return werr

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/idmap"
 )
 
 // paxXattr prefixes an extended attribute's name in a PAX record (the GNU tar / star form).
@@ -56,7 +57,12 @@ type LayerStats struct {
 // of root meets such a directory, the directory is written opaque (it hides what the layers
 // below hold there) with the view's attributes and content instead of root's. A mount whose
 // directory is not in root is left out.
-func WriteLayer(w io.Writer, root string, mounts map[string]string) (LayerStats, error) {
+//
+// idm is the sandbox's user namespace ID range: the tree's owners are host IDs of that range
+// and the layer records them as in-sandbox IDs (an owner outside the range as
+// idmap.Overflow), so a layer reads the same whichever range it came from. The zero Map
+// records owners as they are.
+func WriteLayer(w io.Writer, root string, mounts map[string]string, idm idmap.Map) (LayerStats, error) {
 	var stats LayerStats
 	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
 		return stats, tar.NewWriter(w).Close()
@@ -66,6 +72,7 @@ func WriteLayer(w io.Writer, root string, mounts map[string]string) (LayerStats,
 		links:  map[[2]uint64]string{},
 		buf:    make([]byte, 1<<20),
 		mounts: mounts,
+		idm:    idm,
 	}
 	if err := lw.tree(root, ""); err != nil {
 		return lw.stats, fmt.Errorf("snapshot layer: %w", err)
@@ -79,6 +86,7 @@ type layerWriter struct {
 	links  map[[2]uint64]string // (dev, ino) → first path, for files with nlink > 1
 	buf    []byte
 	mounts map[string]string
+	idm    idmap.Map
 	stats  LayerStats
 }
 
@@ -126,6 +134,8 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
 		Format:  tar.FormatPAX,
 	}
+	hdr.Uid, _ = lw.idm.ToSandbox(hdr.Uid)
+	hdr.Gid, _ = lw.idm.ToSandbox(hdr.Gid)
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/rootfs"
 )
 
@@ -116,9 +117,9 @@ func TestLayerRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var a, b bytes.Buffer
-	stats, err := WriteLayer(&a, src, nil)
+	stats, err := WriteLayer(&a, src, nil, idmap.Map{})
 	must(t, err)
-	if _, err := WriteLayer(&b, src, nil); err != nil {
+	if _, err := WriteLayer(&b, src, nil, idmap.Map{}); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(a.Bytes()) != sha256.Sum256(b.Bytes()) {
@@ -140,7 +141,7 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 	// Re-archiving the extracted tree gives the same digest: the digest is the tree's.
 	var c bytes.Buffer
-	_, err = WriteLayer(&c, dst, nil)
+	_, err = WriteLayer(&c, dst, nil, idmap.Map{})
 	must(t, err)
 	if sha256.Sum256(c.Bytes()) != sha256.Sum256(a.Bytes()) {
 		t.Error("digest of the extracted tree differs from the original's")
@@ -176,7 +177,7 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var buf bytes.Buffer
-	_, err := WriteLayer(&buf, src, nil)
+	_, err := WriteLayer(&buf, src, nil, idmap.Map{})
 	must(t, err)
 	layer := t.TempDir()
 	must(t, ExtractLayer(&buf, layer))
@@ -255,7 +256,7 @@ func TestWriteLayerMounts(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(view, "lib"), 0o755))
 	must(t, os.WriteFile(filepath.Join(view, "lib/index.js"), []byte("module.exports = 1"), 0o644))
 	var buf bytes.Buffer
-	_, err := WriteLayer(&buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view})
+	_, err := WriteLayer(&buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view}, idmap.Map{})
 	must(t, err)
 	tr := tar.NewReader(&buf)
 	seen := map[string]*tar.Header{}
@@ -287,4 +288,51 @@ func keys(m map[string]*tar.Header) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A layer of a sandbox with a user namespace records in-sandbox owners: host IDs of its range
+// shifted back, anything else as the overflow ID. The same tree in two ranges gives one layer.
+func TestLayerShiftsOwners(t *testing.T) {
+	requireRoot(t)
+	layer := func(m idmap.Map) (map[string][2]int, [32]byte) {
+		src := t.TempDir()
+		files := []struct {
+			name     string
+			uid, gid int // in the sandbox; -1: host root (outside the range)
+		}{{"root-file", 0, 0}, {"user-file", 1000, 1000}, {"mixed", 1000, 5}, {"host-root", -1, -1}}
+		for _, f := range files {
+			p := filepath.Join(src, f.name)
+			must(t, os.WriteFile(p, []byte(f.name), 0o644))
+			uid, gid := 0, 0
+			if f.uid >= 0 {
+				uid, gid = int(m.Base)+f.uid, int(m.Base)+f.gid
+			}
+			must(t, os.Lchown(p, uid, gid))
+			must(t, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
+		}
+		var buf bytes.Buffer
+		_, err := WriteLayer(&buf, src, nil, m)
+		must(t, err)
+		owners := map[string][2]int{}
+		tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			owners[h.Name] = [2]int{h.Uid, h.Gid}
+		}
+		return owners, sha256.Sum256(buf.Bytes())
+	}
+	a, da := layer(idmap.Map{Base: 1 << 20, Size: 1 << 16})
+	b, db := layer(idmap.Map{Base: 1<<20 + 1<<16, Size: 1 << 16})
+	want := map[string][2]int{"root-file": {0, 0}, "user-file": {1000, 1000}, "mixed": {1000, 5}, "host-root": {idmap.Overflow, idmap.Overflow}}
+	for name, w := range want {
+		if a[name] != w || b[name] != w {
+			t.Errorf("%s: owners %v and %v, want %v", name, a[name], b[name], w)
+		}
+	}
+	if da != db {
+		t.Error("the same tree in two ranges gave different layers")
+	}
 }

@@ -73,6 +73,11 @@ type Sandbox struct {
 	// Runtime is the isolation backend the sandbox runs on ("runc", "gvisor"); Insert stores
 	// "runc" for "". Rows from before the column have "runc".
 	Runtime string
+	// UserNS asks Insert for a user namespace: IDBase is then the first host ID of the
+	// sandbox's own range of IDRangeSize IDs (in-sandbox ID n is host ID IDBase+n), chosen by
+	// Insert (idmap.go). IDBase 0 means no user namespace (root inside is root on the host).
+	UserNS bool
+	IDBase uint32
 }
 
 // Store is the SQLite metadata store. It is safe for concurrent use.
@@ -202,6 +207,10 @@ var migrations = []string{
 	 );`,
 	// 6: isolation runtime per sandbox (issue 8): "runc" or "gvisor".
 	`ALTER TABLE sandboxes ADD COLUMN runtime TEXT NOT NULL DEFAULT 'runc';`,
+	// 7: user namespaces (idmap.go): the first host ID of the sandbox's ID range, 0 = none.
+	// Unique among sandboxes that have one; deleting the row releases the range.
+	`ALTER TABLE sandboxes ADD COLUMN id_base INTEGER NOT NULL DEFAULT 0;
+	 CREATE UNIQUE INDEX sandboxes_id_base ON sandboxes (id_base) WHERE id_base != 0;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {
@@ -268,6 +277,12 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	if err != nil {
 		return Sandbox{}, err
 	}
+	sb.IDBase = 0
+	if sb.UserNS {
+		if sb.IDBase, err = freeIDBase(ctx, tx); err != nil {
+			return Sandbox{}, err
+		}
+	}
 	now := time.Now().UTC()
 	sb.NetSlot = slot
 	sb.CreatedAt, sb.UpdatedAt = now, now
@@ -289,11 +304,11 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 		return Sandbox{}, err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
-		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, runtime)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, runtime, id_base)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
 		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano(), sb.SleepAfter.Milliseconds(), sb.KeepAlive,
-		layers, sb.Snapshot, sb.SnapshotOnSleep, sb.Runtime)
+		layers, sb.Snapshot, sb.SnapshotOnSleep, sb.Runtime, sb.IDBase)
 	if err != nil {
 		return Sandbox{}, fmt.Errorf("store: insert %s: %w", sb.ID, err)
 	}
@@ -385,7 +400,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, last_snapshot, last_snapshot_error, runtime`
+const columns = `id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, last_snapshot, last_snapshot_error, runtime, id_base`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -399,7 +414,7 @@ func scan(r scanner) (Sandbox, error) {
 	)
 	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
 		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot,
-		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError, &sb.Runtime)
+		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError, &sb.Runtime, &sb.IDBase)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Sandbox{}, err
@@ -417,6 +432,7 @@ func scan(r scanner) (Sandbox, error) {
 	sb.StartedAt = fromNano(started)
 	sb.UpdatedAt = fromNano(updated)
 	sb.SleepAfter = time.Duration(sleepAfterMS) * time.Millisecond
+	sb.UserNS = sb.IDBase != 0
 	return sb, nil
 }
 

@@ -78,6 +78,7 @@ type config struct {
 	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
 	memory       bool          // run the memory sleep benchmark (issue 8) instead
 	diskQuota    string        // hutchd's --disk-quota: on or off
+	userNS       string        // hutchd's --userns: on or off
 }
 
 func main() {
@@ -94,6 +95,7 @@ func main() {
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.StringVar(&cfg.diskQuota, "disk-quota", "on", "hutchd's --disk-quota (on: each sandbox's disk is an image of its own; off: a directory)")
 	flag.BoolVar(&cfg.memory, "memory", false, "compare memory sleeps (gVisor checkpoint/restore) with disk-only sleeps: Sleep and wake → first exec (see memory.go)")
+	flag.StringVar(&cfg.userNS, "userns", "off", "hutchd's --userns (on: each runc sandbox in a user namespace of its own)")
 	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -152,7 +154,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		return err
 	}
 	progress("starting hutchd")
-	d, err := startDaemon(ctx, bins, work, cfg.imagesDir, "--disk-quota", cfg.diskQuota)
+	d, err := startDaemon(ctx, bins, work, cfg.imagesDir, "--disk-quota", cfg.diskQuota, "--userns", cfg.userNS)
 	if err != nil {
 		return err
 	}
@@ -213,6 +215,13 @@ func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType,
 	if work, err = os.MkdirTemp("", prefix); err != nil {
 		return it, "", "", nil, err
 	}
+	if cfg.userNS == "on" {
+		// hutchd's state dir is below it: sandboxes' roots must be reachable from their user
+		// namespaces (hutchd refuses to change directories it does not own).
+		if err := os.Chmod(work, 0o711); err != nil {
+			return it, "", "", nil, err
+		}
+	}
 	cleanup = func() error {
 		// Never remove a directory with something still mounted below it.
 		if m := mountsUnder(work); len(m) > 0 {
@@ -264,6 +273,7 @@ func printEnv(out io.Writer, cfg config, it sandbox.InstanceType, img image.Imag
 	fmt.Fprintf(out, "  instance type: %s (cpu %dm, memory %d MiB, pids %d), baselines use the same limits\n",
 		it.Name, it.MilliCPU, it.MemoryBytes>>20, it.Pids)
 	fmt.Fprintf(out, "  iterations:    -n %d (cold create), -m %d (exec)\n", cfg.n, cfg.m)
+	fmt.Fprintf(out, "  hutchd:        --disk-quota %s --userns %s\n", cfg.diskQuota, cfg.userNS)
 }
 
 func cpuModel() string {

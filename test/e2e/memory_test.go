@@ -12,8 +12,8 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
-	hsandbox "github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	hsandbox "github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // requireCheckpoint skips unless the runsc on PATH can checkpoint a hutch sandbox (the one

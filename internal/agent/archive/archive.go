@@ -64,6 +64,10 @@ type Options struct {
 	// Paths are exact paths relative to the directory to leave out, with everything below
 	// them; a trailing "/" is ignored.
 	Paths []string
+	// Owner, when set, maps each entry's numeric owner as stat reports it to the owner the
+	// archive records (hutchd reading a sandbox with a user namespace from the host records
+	// in-sandbox IDs). Nil records the owner as it is.
+	Owner func(uid, gid int) (int, int)
 }
 
 // Stats counts what an archive held.
@@ -189,7 +193,7 @@ func WriteRoot(ctx context.Context, w io.Writer, root *os.Root, opts Options) (S
 	}
 	bw := bufio.NewWriterSize(w, bufSize)
 	a := &writer{ctx: ctx, tw: tar.NewWriter(bw), m: m, st: &st,
-		buf: make([]byte, bufSize), links: map[inode]string{}}
+		buf: make([]byte, bufSize), links: map[inode]string{}, owner: opts.Owner}
 	if err := a.entry(root, ".", ".", fi); err != nil {
 		return st, err
 	}
@@ -213,7 +217,8 @@ type writer struct {
 	m     *matcher
 	st    *Stats
 	buf   []byte
-	links map[inode]string // first archived name of each multiply linked file
+	links map[inode]string              // first archived name of each multiply linked file
+	owner func(uid, gid int) (int, int) // Options.Owner
 }
 
 // walk archives the entries below the directory dir (rel: its relative slash path, "" for the
@@ -314,6 +319,9 @@ func (a *writer) entry(dir *os.Root, name, rel string, fi fs.FileInfo) error {
 	if sys != nil {
 		hdr.Mode = int64(sys.Mode & 0o7777)
 		hdr.Uid, hdr.Gid = int(sys.Uid), int(sys.Gid)
+		if a.owner != nil {
+			hdr.Uid, hdr.Gid = a.owner(hdr.Uid, hdr.Gid)
+		}
 	}
 	switch fi.Mode().Type() {
 	case fs.ModeDir:

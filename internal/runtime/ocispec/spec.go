@@ -174,6 +174,9 @@ func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
 		}
 		spec.Mounts = append(spec.Mounts, specs.Mount{Destination: m.Destination, Type: "bind", Source: m.Source, Options: opts})
 	}
+	if s.IDMap.Enabled() {
+		userNS(spec, s.IDMap)
+	}
 	return spec, nil
 }
 

@@ -194,6 +194,10 @@ func (r *Runtime) RefusesExtraFiles() bool { return true }
 // BuildSpec turns a runtime.Spec into the OCI spec written to the bundle: ocispec's, without
 // the parts runsc rejects or does not apply (see adapt).
 func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
+	if s.IDMap.Enabled() {
+		// The Sentry is the sandbox's kernel and has user namespaces of its own.
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: host user namespaces are for runc only", s.ID)
+	}
 	spec, err := r.spec.Build(s)
 	if err != nil {
 		return nil, err
