@@ -29,6 +29,12 @@ type Config struct {
 	StateDir string `json:"stateDir"`
 	// Listen is the API address. Default 127.0.0.1:7411 (loopback only).
 	Listen string `json:"listen"`
+	// TokenHashFile, when set, is a file holding the SHA-256 of the API token
+	// ("sha256:<64 hex digits>", as `hutch token hash` prints it): hutchd then runs in
+	// hash-only mode, never writes the token in <StateDir>/token and refuses to start while that
+	// file exists. Empty (the default): the token is kept in <StateDir>/token (mode 0600),
+	// created on first start, for the local CLI.
+	TokenHashFile string `json:"tokenHashFile"`
 	// ImagesDir holds the base images. Default <StateDir>/images.
 	ImagesDir string `json:"imagesDir"`
 	// AgentBinary is the static hutch-init binary. Default: hutch-init next to hutchd.
@@ -220,6 +226,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	cfgFile := fs.String("config", getenv("HUTCH_CONFIG"), "JSON config file")
 	state := fs.String("state-dir", "", "state directory (env HUTCH_STATE_DIR; default /var/lib/hutch)")
 	listen := fs.String("listen", "", "API listen address (env HUTCH_LISTEN; default 127.0.0.1:7411)")
+	tokenHash := fs.String("token-hash-file", "", "file with the API token's SHA-256 (sha256:<hex>, from 'hutch token hash'): hash-only mode, no <state-dir>/token (env HUTCH_TOKEN_HASH_FILE)")
 	images := fs.String("images-dir", "", "image directory (env HUTCH_IMAGES_DIR; default <state-dir>/images)")
 	agent := fs.String("agent-binary", "", "hutch-init binary (env HUTCH_AGENT_BINARY)")
 	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
@@ -301,6 +308,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	pick(&c.StateDir, *state, "HUTCH_STATE_DIR")
 	pick(&c.Listen, *listen, "HUTCH_LISTEN")
+	pick(&c.TokenHashFile, *tokenHash, "HUTCH_TOKEN_HASH_FILE")
 	pick(&c.ImagesDir, *images, "HUTCH_IMAGES_DIR")
 	pick(&c.AgentBinary, *agent, "HUTCH_AGENT_BINARY")
 	pick(&c.RuncBinary, *runc, "HUTCH_RUNC")

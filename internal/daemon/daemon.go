@@ -34,7 +34,6 @@ import (
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/token"
 )
 
 // Version is hutchd's version string.
@@ -48,15 +47,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	tokPath := filepath.Join(cfg.StateDir, token.FileName)
-	tok, created, err := token.LoadOrCreate(tokPath)
+	cred, err := loadToken(cfg, log)
 	if err != nil {
 		return err
-	}
-	if created {
-		log.Info("created API token", "path", tokPath)
-	} else {
-		log.Info("using API token", "path", tokPath)
 	}
 
 	st, err := store.Open(ctx, filepath.Join(cfg.StateDir, "hutch.db"))
@@ -211,7 +204,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
-	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
+	api := server.New(log.With("component", "api"), cred.token, mgr, imgs, ports, Version)
+	if cred.token == "" {
+		api.SetTokenSum(cred.sum)
+	}
 	if cfg.APIRateLimit < 0 {
 		api.SetRateLimit(0, 0)
 	} else {
@@ -239,7 +235,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(api.CloseStreams)
-	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token_file", tokPath, "version", Version)
+	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token", cred.where, "version", Version)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if pv != nil {

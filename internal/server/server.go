@@ -81,6 +81,11 @@ func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, po
 	return s
 }
 
+// SetTokenSum makes sum, the SHA-256 of the API token, the credential every /v1 call is checked
+// against, instead of the hash of the token given to New: for hutchd's hash-only mode, where
+// the plaintext token is never on the host (token.LoadHash). Call it before serving.
+func (s *Server) SetTokenSum(sum [sha256.Size]byte) { s.tokenSum = sum }
+
 // CloseStreams ends the connections the server has taken over from net/http (terminal
 // WebSockets) with a proper close frame (1001 going away), so clients see a clean end and
 // reconnect; http.Server.Shutdown does not reach them. Register it with RegisterOnShutdown.
@@ -257,13 +262,13 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 		}
 		// The presented token is hashed and the hashes compared in constant time: the
 		// comparison's time says nothing about the token, whatever its length.
-		if sum := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+		if sum := sha256.Sum256([]byte(got)); !ok || got == "" || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
 			if !s.allowUnauthenticated(w, r) {
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
 			closeUnread(w)
-			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")
+			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd logs where its token file is)"), "")
 			return
 		}
 		if !s.allow(w, r, s.limiter, "") {
