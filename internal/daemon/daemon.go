@@ -65,7 +65,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	secrets := secret.NewStore(st, box)
 	authority := mitm.NewAuthority(st, box, 0, log.With("component", "egress-ca"))
 
-	violationStop := &stopper{log: log.With("component", "egress")}
+	// The audit log: requests through the API and decisions hutchd takes by itself (from
+	// recovery on), in <state>/audit.log.
+	auditLog, err := openAuditLog(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	auditLogger := slog.New(slog.NewJSONHandler(auditLog, nil))
+	decisions := server.NewDecisionLog(auditLogger)
+
+	violationStop := &stopper{log: log.With("component", "egress"), audit: decisions}
 	handlers, err := egressHandlers(cfg.EgressHandlers)
 	if err != nil {
 		return err
@@ -137,6 +147,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
+	mgr.SetAuditor(decisions)
 	if err := setupRuntimes(cfg, mgr, log); err != nil {
 		return err
 	}
@@ -219,12 +230,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	api.SetEgressCA(creds)
 	api.SetEgressPolicies(policies)
 	api.SetConsole(console.New(cfg.ConsoleDir, log.With("component", "console")))
-	auditLog, err := openAuditLog(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	defer auditLog.Close()
-	api.SetAuditLog(slog.New(slog.NewJSONHandler(auditLog, nil)))
+	api.SetAuditLog(auditLogger)
 	if cfg.ConsoleDir != "" {
 		log.Info("web console", "url", url+console.Prefix, "dir", cfg.ConsoleDir)
 	}

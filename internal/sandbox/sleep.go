@@ -191,6 +191,7 @@ func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (In
 	}
 	m.mu.RUnlock()
 	m.log.InfoContext(ctx, "sandbox sleep settings", "sandbox_id", id, "sleep_after", rec.SleepAfter, "keep_alive", rec.KeepAlive, "snapshot_on_sleep", rec.SnapshotOnSleep)
+	m.auditSettings(ctx, rec)
 	return m.info(rec), nil
 }
 
@@ -247,6 +248,7 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 	m.log.InfoContext(ctx, "sandbox going to sleep", "sandbox_id", rec.ID, "reason", reason)
 	if err := m.teardown(ctx, rec, true); err != nil {
 		m.log.ErrorContext(ctx, "sleep failed", "sandbox_id", rec.ID, "err", err)
+		m.auditSleep(ctx, rec.ID, reason, err)
 		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, "sleep: "+err.Error())
 		return err
 	}
@@ -254,6 +256,7 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox sleeping", "sandbox_id", rec.ID)
+	m.auditSleep(ctx, rec.ID, reason, nil)
 	if rec.SnapshotOnSleep {
 		m.snapshotAsleep(ctx, rec)
 	}
@@ -293,6 +296,7 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "snapshot at sleep failed", "sandbox_id", rec.ID, "err", err)
+		m.auditSleepSnapshot(ctx, rec.ID, "", err)
 		_ = m.store.SetSleepSnapshot(ctx, rec.ID, "", err.Error())
 		return
 	}
@@ -301,6 +305,7 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 		return
 	}
 	m.log.InfoContext(ctx, "snapshot at sleep", "sandbox_id", rec.ID, "snapshot", id, "took", time.Since(start).Round(time.Millisecond))
+	m.auditSleepSnapshot(ctx, rec.ID, id, nil)
 }
 
 // idleState is what the reaper decides on.
