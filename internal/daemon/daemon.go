@@ -224,6 +224,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	} else {
 		api.SetRateLimit(float64(cfg.APIRateLimit), 5*cfg.APIRateLimit)
 	}
+	api.SetMaxUpload(int64(cfg.MaxUploadBytes))
 	api.SetBackups(bk)
 	api.SetSnapshots(snaps)
 	api.SetSecrets(secretsAPI{Store: secrets, db: st})

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/daemontest"
 )
 
@@ -20,7 +21,8 @@ import (
 // the token authenticates the SDK and the CLI (HUTCH_TOKEN), other tokens get 401
 // UNAUTHENTICATED, the CLI without a token finds none, no file anywhere in the state directory
 // holds the token (after a sandbox was created, used and stopped), and a restart with a
-// plaintext <state>/token planted is refused with a clear error.
+// plaintext <state>/token planted is refused with a clear error. The same daemon checks the
+// upload bound (--max-upload-bytes) one byte past it.
 func TestTokenHashMode(t *testing.T) {
 	requireEnv(t)
 	hashFile := filepath.Join(t.TempDir(), "token.sha256")
@@ -43,7 +45,7 @@ func TestTokenHashMode(t *testing.T) {
 		"--if-prefix", "hsh", "--netns-prefix", "hutchth-", "--nft-table", "hutchth", "--cgroup-parent", "hutchth",
 		"--subnet", "10.83.0.0/16", "--dns-port", "39053", "--http-port", "39001", "--tls-port", "39002",
 		"--preview-listen", "off", "--data-volume", "off", "--disk-quota", "off", "--log-level", "debug",
-		"--token-hash-file", hashFile,
+		"--token-hash-file", hashFile, "--max-upload-bytes", "1048576",
 	}
 	dm.Token = tok
 	if err := dm.Start(context.Background()); err != nil {
@@ -105,6 +107,19 @@ func TestTokenHashMode(t *testing.T) {
 		if resp.StatusCode != http.StatusUnauthorized || env.Code != "UNAUTHENTICATED" {
 			t.Errorf("token %q: %d %s; want 401 UNAUTHENTICATED", bad, resp.StatusCode, env.Code)
 		}
+	}
+
+	// The upload bound (--max-upload-bytes 1 MiB), with bodies sent chunked: exactly 1 MiB
+	// lands; 1 MiB + 1 byte is refused with 413 REQUEST_TOO_LARGE and leaves no file.
+	if n, err := sb.WriteFileFrom(ctx, "/workspace/at-limit", bytes.NewReader(bytes.Repeat([]byte("u"), 1<<20))); err != nil || n != 1<<20 {
+		t.Errorf("upload of exactly 1 MiB: %d, %v", n, err)
+	}
+	_, err = sb.WriteFileFrom(ctx, "/workspace/over-limit", bytes.NewReader(bytes.Repeat([]byte("u"), 1<<20+1)))
+	if !errdefs.IsCode(err, errdefs.CodeRequestTooLarge) {
+		t.Errorf("upload of 1 MiB + 1: %v; want REQUEST_TOO_LARGE", err)
+	}
+	if ok, err := sb.Exists(ctx, "/workspace/over-limit"); err != nil || ok {
+		t.Errorf("the refused upload left a file: %v, %v", ok, err)
 	}
 
 	// No file of the state directory holds the token (the sandbox stopped: nothing mounted).
