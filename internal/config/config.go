@@ -110,6 +110,9 @@ type Config struct {
 	// server.DefaultMaxUpload, 20 GB, the largest instance type's disk. Every other body is
 	// bounded by server.MaxJSONBody.
 	MaxUploadBytes int `json:"maxUploadBytes"`
+	// PreviewMaxBodyBytes bounds the body of a request through a preview URL, in bytes; past
+	// it: 413 REQUEST_TOO_LARGE. 0 (the default): preview.DefaultMaxRequestBody, 1 GiB.
+	PreviewMaxBodyBytes int `json:"previewMaxBodyBytes"`
 	// ProcessLogBytes is the default per-stream log buffer of a background process, in bytes
 	// (older output is dropped past it, with a marker). Default 4 MiB.
 	ProcessLogBytes int `json:"processLogBytes"`
@@ -261,6 +264,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	previewPublicPort := fs.Int("preview-public-port", 0, "port written into preview URLs (env HUTCH_PREVIEW_PUBLIC_PORT)")
 	apiRate := fs.Int("api-rate-limit", 0, "API requests per second per client address, bursts of 5x; -1 off (env HUTCH_API_RATE_LIMIT; default 1000)")
 	maxUpload := fs.Int("max-upload-bytes", 0, "largest file upload (PUT .../files) in bytes (env HUTCH_MAX_UPLOAD_BYTES; default 20 GB)")
+	previewMaxBody := fs.Int("preview-max-body-bytes", 0, "largest request body through a preview URL in bytes (env HUTCH_PREVIEW_MAX_BODY_BYTES; default 1 GiB)")
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
@@ -388,7 +392,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		env  string
 	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
 		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
-		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"}} {
+		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"},
+		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -522,8 +527,8 @@ func (c Config) Validate() error {
 	if c.APIRateLimit < -1 || c.APIRateLimit == 0 {
 		bad("API rate limit %d: want requests per second (at least 1) or -1 for off", c.APIRateLimit)
 	}
-	if c.MaxUploadBytes < 0 {
-		bad("max upload bytes %d must be positive (or 0 for the default)", c.MaxUploadBytes)
+	if c.MaxUploadBytes < 0 || c.PreviewMaxBodyBytes < 0 {
+		bad("max upload bytes %d and preview max body bytes %d must be positive (or 0 for the default)", c.MaxUploadBytes, c.PreviewMaxBodyBytes)
 	}
 	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
 		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)
