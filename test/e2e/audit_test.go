@@ -65,6 +65,7 @@ func TestAuditLifecycleDecisions(t *testing.T) {
 	if slept == nil || slept["reason"] != "idle for 2s" {
 		t.Fatalf("audit.log has no idle sleep of %s with reason \"idle for 2s\": %v\nrecords: %v", sb.ID(), slept, recs[min(skip, len(recs)):])
 	}
+	t.Logf("idle sleep record: %v", slept)
 	if r := findAudit(recs, skip, "sandbox.started", sb.ID(), "hutchd"); r == nil || r["from"] != "creating" {
 		t.Errorf("no start at creation recorded: %v", r)
 	}
