@@ -44,13 +44,13 @@ func ParseHash(s string) ([sha256.Size]byte, error) {
 	if len(v) >= len(HashPrefix) && strings.EqualFold(v[:len(HashPrefix)], HashPrefix) {
 		v = v[len(HashPrefix):]
 	} else if algo, _, ok := strings.Cut(v, ":"); ok && len(algo) < 16 {
-		return sum, fmt.Errorf("token hash: algorithm %q is not supported: want sha256:<64 hex digits>", algo)
+		return sum, fmt.Errorf("not a token hash: algorithm %q is not supported: want sha256:<64 hex digits>", algo)
 	}
 	if len(v) != 2*sha256.Size {
-		return sum, fmt.Errorf("token hash: want sha256:<64 hex digits> (hutch token hash prints one), got %d characters", len(v))
+		return sum, fmt.Errorf("not a token hash: want sha256:<64 hex digits> (hutch token hash prints one), got %d characters", len(v))
 	}
 	if _, err := hex.Decode(sum[:], []byte(v)); err != nil {
-		return sum, fmt.Errorf("token hash: want sha256:<64 hex digits> (hutch token hash prints one): %w", err)
+		return sum, fmt.Errorf("not a token hash: want sha256:<64 hex digits> (hutch token hash prints one): %w", err)
 	}
 	return sum, nil
 }
@@ -102,7 +102,7 @@ func LoadHash(path string) ([sha256.Size]byte, error) {
 	}
 	sum, err = ParseHash(lines[0])
 	if err != nil {
-		return sum, fmt.Errorf("%s: %w", path, err)
+		return sum, fmt.Errorf("token hash file %s: %w", path, err)
 	}
 	return sum, nil
 }
