@@ -59,9 +59,9 @@ func TestTokenHashMode(t *testing.T) {
 		}
 		dm.Stop()
 		cleanupState(dm)
-		// The daemon's (empty) cgroup parent, in every hierarchy.
+		// The daemon's (empty) cgroup parent, in every hierarchy (v1) or the one (v2).
 		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/hutchth")
-		for _, dir := range dirs {
+		for _, dir := range append(dirs, "/sys/fs/cgroup/hutchth") {
 			os.Remove(dir)
 		}
 	})
