@@ -79,7 +79,7 @@ func readToken(path string) (string, error) {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return "", errdefs.Newf(errdefs.CodeUnauthenticated,
-			"no API token: %s does not exist (hutchd creates it on first start; run as root or set HUTCH_TOKEN)", path)
+			"no API token: %s does not exist (hutchd creates it on first start unless it runs with --token-hash-file; run as root or set HUTCH_TOKEN)", path)
 	case err != nil:
 		return "", errdefs.Newf(errdefs.CodeUnauthenticated,
 			"cannot read the API token: %w: run as root or set HUTCH_TOKEN", err)

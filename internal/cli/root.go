@@ -118,7 +118,8 @@ func (a *app) rootCommand() *cobra.Command {
 
 hutchd is found with --url/--token, else HUTCH_URL/HUTCH_TOKEN, else the files hutchd writes in
 its state directory (HUTCH_STATE_DIR, default /var/lib/hutch): hutchd.json ({"url": …}) and
-token; the URL defaults to ` + client.DefaultURL + `.
+token; the URL defaults to ` + client.DefaultURL + `. A hutchd in hash-only mode
+(--token-hash-file, see hutch token) keeps no token file: pass HUTCH_TOKEN or --token.
 
 Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command's exit code,
 124 when --timeout expired, 125 when hutch itself failed, 130 when interrupted.`,
@@ -170,6 +171,7 @@ Exit codes: 0 success, 1 error, 2 usage error. hutch exec exits with the command
 	root.AddCommand(a.runCommand())
 	root.AddCommand(a.secretCommand())
 	root.AddCommand(a.egressCommand())
+	root.AddCommand(a.tokenCommand())
 	return root
 }
 

@@ -29,6 +29,12 @@ type Config struct {
 	StateDir string `json:"stateDir"`
 	// Listen is the API address. Default 127.0.0.1:7411 (loopback only).
 	Listen string `json:"listen"`
+	// TokenHashFile, when set, is a file holding the SHA-256 of the API token
+	// ("sha256:<64 hex digits>", as `hutch token hash` prints it): hutchd then runs in
+	// hash-only mode, never writes the token in <StateDir>/token and refuses to start while that
+	// file exists. Empty (the default): the token is kept in <StateDir>/token (mode 0600),
+	// created on first start, for the local CLI.
+	TokenHashFile string `json:"tokenHashFile"`
 	// ImagesDir holds the base images. Default <StateDir>/images.
 	ImagesDir string `json:"imagesDir"`
 	// AgentBinary is the static hutch-init binary. Default: hutch-init next to hutchd.
@@ -99,6 +105,14 @@ type Config struct {
 	// (bursts of 5× that); -1 turns the limit off. Streams already open are never throttled.
 	// Default 1000.
 	APIRateLimit int `json:"apiRateLimit"`
+	// MaxUploadBytes bounds the body of the streamed file upload (PUT
+	// /v1/sandboxes/{id}/files), in bytes; past it: 413 REQUEST_TOO_LARGE. 0 (the default):
+	// server.DefaultMaxUpload, 20 GB, the largest instance type's disk. Every other body is
+	// bounded by server.MaxJSONBody.
+	MaxUploadBytes int `json:"maxUploadBytes"`
+	// PreviewMaxBodyBytes bounds the body of a request through a preview URL, in bytes; past
+	// it: 413 REQUEST_TOO_LARGE. 0 (the default): preview.DefaultMaxRequestBody, 1 GiB.
+	PreviewMaxBodyBytes int `json:"previewMaxBodyBytes"`
 	// ProcessLogBytes is the default per-stream log buffer of a background process, in bytes
 	// (older output is dropped past it, with a marker). Default 4 MiB.
 	ProcessLogBytes int `json:"processLogBytes"`
@@ -231,6 +245,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	cfgFile := fs.String("config", getenv("HUTCH_CONFIG"), "JSON config file")
 	state := fs.String("state-dir", "", "state directory (env HUTCH_STATE_DIR; default /var/lib/hutch)")
 	listen := fs.String("listen", "", "API listen address (env HUTCH_LISTEN; default 127.0.0.1:7411)")
+	tokenHash := fs.String("token-hash-file", "", "file with the API token's SHA-256 (sha256:<hex>, from 'hutch token hash'): hash-only mode, no <state-dir>/token (env HUTCH_TOKEN_HASH_FILE)")
 	images := fs.String("images-dir", "", "image directory (env HUTCH_IMAGES_DIR; default <state-dir>/images)")
 	agent := fs.String("agent-binary", "", "hutch-init binary (env HUTCH_AGENT_BINARY)")
 	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
@@ -259,6 +274,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	previewKey := fs.String("preview-tls-key", "", "PEM key for the preview listener (env HUTCH_PREVIEW_TLS_KEY)")
 	previewPublicPort := fs.Int("preview-public-port", 0, "port written into preview URLs (env HUTCH_PREVIEW_PUBLIC_PORT)")
 	apiRate := fs.Int("api-rate-limit", 0, "API requests per second per client address, bursts of 5x; -1 off (env HUTCH_API_RATE_LIMIT; default 1000)")
+	maxUpload := fs.Int("max-upload-bytes", 0, "largest file upload (PUT .../files) in bytes (env HUTCH_MAX_UPLOAD_BYTES; default 20 GB)")
+	previewMaxBody := fs.Int("preview-max-body-bytes", 0, "largest request body through a preview URL in bytes (env HUTCH_PREVIEW_MAX_BODY_BYTES; default 1 GiB)")
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
@@ -314,6 +331,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	pick(&c.StateDir, *state, "HUTCH_STATE_DIR")
 	pick(&c.Listen, *listen, "HUTCH_LISTEN")
+	pick(&c.TokenHashFile, *tokenHash, "HUTCH_TOKEN_HASH_FILE")
 	pick(&c.ImagesDir, *images, "HUTCH_IMAGES_DIR")
 	pick(&c.AgentBinary, *agent, "HUTCH_AGENT_BINARY")
 	pick(&c.RuncBinary, *runc, "HUTCH_RUNC")
@@ -389,7 +407,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		env  string
 	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
 		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
-		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}} {
+		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"},
+		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -528,6 +547,9 @@ func (c Config) Validate() error {
 	}
 	if c.APIRateLimit < -1 || c.APIRateLimit == 0 {
 		bad("API rate limit %d: want requests per second (at least 1) or -1 for off", c.APIRateLimit)
+	}
+	if c.MaxUploadBytes < 0 || c.PreviewMaxBodyBytes < 0 {
+		bad("max upload bytes %d and preview max body bytes %d must be positive (or 0 for the default)", c.MaxUploadBytes, c.PreviewMaxBodyBytes)
 	}
 	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
 		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)

@@ -34,7 +34,6 @@ import (
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/token"
 )
 
 // Version is hutchd's version string.
@@ -48,15 +47,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	tokPath := filepath.Join(cfg.StateDir, token.FileName)
-	tok, created, err := token.LoadOrCreate(tokPath)
+	cred, err := loadToken(cfg, log)
 	if err != nil {
 		return err
-	}
-	if created {
-		log.Info("created API token", "path", tokPath)
-	} else {
-		log.Info("using API token", "path", tokPath)
 	}
 
 	st, err := store.Open(ctx, filepath.Join(cfg.StateDir, "hutch.db"))
@@ -72,7 +65,17 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	secrets := secret.NewStore(st, box)
 	authority := mitm.NewAuthority(st, box, 0, log.With("component", "egress-ca"))
 
-	violationStop := &stopper{log: log.With("component", "egress")}
+	// The audit log: requests through the API and decisions hutchd takes by itself (from
+	// recovery on), in <state>/audit.log.
+	auditLog, err := openAuditLog(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
+	auditLogger := slog.New(slog.NewJSONHandler(auditLog, nil))
+	decisions := server.NewDecisionLog(auditLogger)
+
+	violationStop := &stopper{log: log.With("component", "egress"), audit: decisions}
 	handlers, err := egressHandlers(cfg.EgressHandlers)
 	if err != nil {
 		return err
@@ -146,6 +149,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer mgr.Close()
+	mgr.SetAuditor(decisions)
 	if err := setupRuntimes(cfg, mgr, log); err != nil {
 		return err
 	}
@@ -213,24 +217,23 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer os.Remove(filepath.Join(cfg.StateDir, InfoFile))
-	api := server.New(log.With("component", "api"), tok, mgr, imgs, ports, Version)
+	api := server.New(log.With("component", "api"), cred.token, mgr, imgs, ports, Version)
+	if cred.token == "" {
+		api.SetTokenSum(cred.sum)
+	}
 	if cfg.APIRateLimit < 0 {
 		api.SetRateLimit(0, 0)
 	} else {
 		api.SetRateLimit(float64(cfg.APIRateLimit), 5*cfg.APIRateLimit)
 	}
+	api.SetMaxUpload(int64(cfg.MaxUploadBytes))
 	api.SetBackups(bk)
 	api.SetSnapshots(snaps)
 	api.SetSecrets(secretsAPI{Store: secrets, db: st})
 	api.SetEgressCA(creds)
 	api.SetEgressPolicies(policies)
 	api.SetConsole(console.New(cfg.ConsoleDir, log.With("component", "console")))
-	auditLog, err := openAuditLog(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	defer auditLog.Close()
-	api.SetAuditLog(slog.New(slog.NewJSONHandler(auditLog, nil)))
+	api.SetAuditLog(auditLogger)
 	if cfg.ConsoleDir != "" {
 		log.Info("web console", "url", url+console.Prefix, "dir", cfg.ConsoleDir)
 	}
@@ -241,7 +244,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(api.CloseStreams)
-	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token_file", tokPath, "version", Version)
+	log.Info("hutchd serving", "url", url, "state_dir", cfg.StateDir, "token", cred.where, "version", Version)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	if pv != nil {

@@ -159,8 +159,9 @@ func egressResolver(servers []string) *net.Resolver {
 // stopper stops a sandbox whose placeholder violation asks for it (onViolation
 // "block_and_stop"); the manager is set once it exists.
 type stopper struct {
-	mgr atomic.Pointer[sandbox.Manager]
-	log *slog.Logger
+	mgr   atomic.Pointer[sandbox.Manager]
+	log   *slog.Logger
+	audit sandbox.Auditor // the stop is recorded in the audit log
 }
 
 func (s *stopper) stop(id string) {
@@ -175,6 +176,7 @@ func (s *stopper) stop(id string) {
 		return
 	}
 	s.log.Warn("sandbox stopped after a placeholder violation", "sandbox_id", id)
+	s.audit.Decision(ctx, sandbox.AuditStopped, id, slog.String("reason", "egress placeholder violation"))
 }
 
 // egressHandlers builds the configured operator handlers.

@@ -57,6 +57,7 @@ func newPreview(cfg config.Config, ports preview.Store, lookup preview.PortLooku
 		pc.PublicPort, _ = strconv.Atoi(p)
 	}
 	proxy := preview.NewProxy(cfg.PreviewDomain, lookup, dialer, log)
+	proxy.SetMaxRequestBody(int64(cfg.PreviewMaxBodyBytes))
 	pv := &previewServer{
 		srv: &http.Server{
 			Handler:           proxy,

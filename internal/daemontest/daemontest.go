@@ -57,7 +57,9 @@ type Daemon struct {
 	Listen   string   // --listen
 	LogPath  string   // hutchd's stdout and stderr, appended across restarts
 	Args     []string // further flags
-	Token    string   // set by Start
+	// Token is the API token: read by Start from <StateDir>/token, unless the caller set it
+	// (a hutchd started with --token-hash-file has no token file).
+	Token string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd     // guarded by mu
@@ -81,7 +83,8 @@ func New(bins, stateDir, logPath string) (*Daemon, error) {
 func (d *Daemon) URL() string { return "http://" + d.Listen }
 
 // Start launches hutchd (in its own process group, so a terminal's Ctrl-C reaches only the
-// caller) and waits up to a minute for /v1/health; then it reads the API token.
+// caller) and waits up to a minute for /v1/health; then it reads the API token (unless Token
+// is set).
 func (d *Daemon) Start(ctx context.Context) error {
 	f, err := os.OpenFile(d.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -126,6 +129,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
+	}
+	if d.Token != "" {
+		return nil
 	}
 	tok, err := os.ReadFile(filepath.Join(d.StateDir, "token"))
 	if err != nil {

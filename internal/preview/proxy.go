@@ -52,6 +52,7 @@ type Proxy struct {
 	log       *slog.Logger
 	transport *http.Transport
 	rp        *httputil.ReverseProxy
+	maxBody   int64 // bytes of request body relayed (limit.go)
 
 	dialsMu sync.Mutex
 	dials   map[string]chan struct{} // per sandbox: a slot per dial in progress
@@ -80,7 +81,7 @@ func NewProxy(domain string, ports PortLookup, dialer Dialer, log *slog.Logger) 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{domain: domain, ports: ports, dialer: dialer, log: log, dials: map[string]chan struct{}{}}
+	p := &Proxy{domain: domain, ports: ports, dialer: dialer, log: log, dials: map[string]chan struct{}{}, maxBody: DefaultMaxRequestBody}
 	p.transport = &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.dial,
@@ -113,6 +114,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	t, ok := ParseHost(r.Host, p.domain)
 	if !ok || !p.tokenMatches(r.Context(), t) {
 		refuse(w)
+		return
+	}
+	r, ok = p.boundBody(w, r)
+	if !ok {
 		return
 	}
 	p.dialer.Touch(t.SandboxID)
@@ -202,6 +207,10 @@ func (p *Proxy) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(r.Context().Err(), context.Canceled) {
 		p.log.DebugContext(r.Context(), "preview client went away", "sandbox_id", t.SandboxID, "port", t.Port, "err", err)
 		w.WriteHeader(http.StatusBadGateway)
+		return
+	}
+	if limit := overLimit(r); limit > 0 {
+		writeTooLarge(w, limit)
 		return
 	}
 	switch code := errdefs.CodeOf(err); {

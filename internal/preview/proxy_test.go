@@ -605,3 +605,50 @@ func TestProxyRefusalDoesNotWaitForBody(t *testing.T) {
 		t.Fatalf("connection after the refusal: %v; want EOF (closed by the server)", err)
 	}
 }
+
+// TestProxyRequestBodyLimit: a request body one byte over the bound is refused with 413
+// REQUEST_TOO_LARGE, announced (before the sandbox is dialled) or chunked (cut while relayed);
+// a body of exactly the bound reaches the upstream whole.
+func TestProxyRequestBodyLimit(t *testing.T) {
+	f := newFixture(t)
+	const limit = 1 << 10
+	f.proxy.SetMaxRequestBody(limit)
+	var got atomic.Int64
+	url := f.upstream(t, "sb1", 8080, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		got.Store(int64(len(b)))
+		w.Write([]byte("ok"))
+	}))
+	post := func(n int, chunked bool) (int, string) {
+		t.Helper()
+		var body io.Reader = bytes.NewReader(bytes.Repeat([]byte("b"), n))
+		if chunked {
+			body = io.MultiReader(body)
+		}
+		resp, err := f.client.Post(url+"/upload", "application/octet-stream", body)
+		if err != nil {
+			t.Fatalf("POST %d bytes: %v", n, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var env struct{ Code string }
+		json.Unmarshal(b, &env)
+		return resp.StatusCode, env.Code
+	}
+	for _, chunked := range []bool{false, true} {
+		got.Store(-1)
+		if st, _ := post(limit, chunked); st != http.StatusOK || got.Load() != limit {
+			t.Errorf("chunked=%v, %d bytes: %d, upstream got %d; want 200 and the whole body", chunked, limit, st, got.Load())
+		}
+		got.Store(-1)
+		if st, code := post(limit+1, chunked); st != http.StatusRequestEntityTooLarge || code != "REQUEST_TOO_LARGE" {
+			t.Errorf("chunked=%v, %d bytes: %d %s; want 413 REQUEST_TOO_LARGE", chunked, limit+1, st, code)
+		}
+		if got.Load() != -1 {
+			t.Errorf("chunked=%v: the upstream handled a body over the bound (%d bytes)", chunked, got.Load())
+		}
+	}
+}

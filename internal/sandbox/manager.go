@@ -135,6 +135,8 @@ type Manager struct {
 	// egressCreds gives starting sandboxes their egress CA and placeholders (egresscreds.go);
 	// nil until SetEgressCredentials.
 	egressCreds atomic.Pointer[EgressCredentials]
+	// auditor records lifecycle decisions (audit.go); nil until SetAuditor.
+	auditor atomic.Pointer[Auditor]
 
 	// runtimes are the backends by name (runtimes.go), unavailable the known ones this host
 	// cannot run and why; defaultRuntime is the runtime of sandboxes created without one.
@@ -635,6 +637,7 @@ func (m *Manager) Recheck(ctx context.Context, id string) bool {
 		}
 	}
 	m.log.WarnContext(ctx, "sandbox container is gone; marking stopped", "sandbox_id", id)
+	m.audit(ctx, AuditStopped, id, slog.String("reason", "container exited unexpectedly"))
 	if err := m.teardown(ctx, rec, false); err != nil {
 		m.log.ErrorContext(ctx, "teardown after container loss", "sandbox_id", id, "err", err)
 		return false

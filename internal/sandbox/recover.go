@@ -67,11 +67,13 @@ func (m *Manager) Recover(ctx context.Context) error {
 		st, ok := byID[rec.ID]
 		if rec.Status == store.StatusRunning && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
 			keep[rec.ID] = rec.NetSlot
+			m.auditRecovered(ctx, rec, "adopted", nil)
 			continue
 		}
 		transition := rec.Status == store.StatusStopping || rec.Status == store.StatusStarting
 		if err := m.teardown(ctx, rec, transition); err != nil {
 			errs = append(errs, err)
+			m.auditRecovered(ctx, rec, "teardown failed", err)
 			continue
 		}
 		switch {
@@ -79,12 +81,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 			if err := m.store.SetStatus(ctx, rec.ID, store.StatusStopped, ""); err != nil {
 				errs = append(errs, err)
 			}
+			m.auditRecovered(ctx, rec, "stopped", nil)
 		case transition:
 			m.log.InfoContext(ctx, "finished an interrupted transition as sleeping", "sandbox_id", rec.ID, "was", rec.Status)
 			if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
 				errs = append(errs, err)
 				continue
 			}
+			m.auditRecovered(ctx, rec, "sleeping", nil)
 			// A sleep cut short still leaves its snapshot, as a finished one does (the
 			// snapshotter must be set before Recover for that).
 			if rec.Status == store.StatusStopping && rec.SnapshotOnSleep {
@@ -101,6 +105,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	for _, c := range stray {
 		m.log.WarnContext(ctx, "removing container without a record", "sandbox_id", c.id, "runtime", c.rt.Name())
+		m.auditContainerRemoved(ctx, c.id, c.rt.Name())
 		if err := c.rt.Delete(ctx, c.id, true); err != nil {
 			errs = append(errs, fmt.Errorf("recover: delete %s container %s: %w", c.rt.Name(), c.id, err))
 		}

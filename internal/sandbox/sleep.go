@@ -183,6 +183,7 @@ func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (In
 	}
 	m.mu.RUnlock()
 	m.log.InfoContext(ctx, "sandbox sleep settings", "sandbox_id", id, "sleep_after", rec.SleepAfter, "keep_alive", rec.KeepAlive, "snapshot_on_sleep", rec.SnapshotOnSleep)
+	m.auditSettings(ctx, rec)
 	return m.info(rec), nil
 }
 
@@ -241,17 +242,20 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 	if err := m.teardown(ctx, rec, true); err != nil {
 		m.log.ErrorContext(ctx, "sleep failed", "sandbox_id", rec.ID, "err", err)
 		m.discardMemory(ctx, rec.ID)
+		m.auditSleep(ctx, rec.ID, reason, "", err)
 		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, "sleep: "+err.Error())
 		return err
 	}
 	if err := m.writeSleepRecord(rec.ID, sr); err != nil {
 		m.log.ErrorContext(ctx, "sleep record", "sandbox_id", rec.ID, "err", err)
 		m.discardMemory(ctx, rec.ID) // without its record an image is never restored
+		sr.Mode = SleepModeDisk
 	}
 	if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox sleeping", "sandbox_id", rec.ID)
+	m.auditSleep(ctx, rec.ID, reason, sr.Mode, nil)
 	if rec.SnapshotOnSleep {
 		m.snapshotAsleep(ctx, rec)
 	}
@@ -291,6 +295,7 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	}
 	if err != nil {
 		m.log.ErrorContext(ctx, "snapshot at sleep failed", "sandbox_id", rec.ID, "err", err)
+		m.auditSleepSnapshot(ctx, rec.ID, "", err)
 		_ = m.store.SetSleepSnapshot(ctx, rec.ID, "", err.Error())
 		return
 	}
@@ -299,6 +304,7 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 		return
 	}
 	m.log.InfoContext(ctx, "snapshot at sleep", "sandbox_id", rec.ID, "snapshot", id, "took", time.Since(start).Round(time.Millisecond))
+	m.auditSleepSnapshot(ctx, rec.ID, id, nil)
 }
 
 // idleState is what the reaper decides on.

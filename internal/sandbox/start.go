@@ -51,6 +51,7 @@ func (m *Manager) ensureLocked(ctx context.Context, rec store.Sandbox, progress 
 	}
 	if err := m.start(ctx, rec, progress); err != nil {
 		m.log.ErrorContext(ctx, "sandbox start failed", "sandbox_id", rec.ID, "err", err)
+		m.auditStart(ctx, rec, err)
 		_ = m.teardown(ctx, rec, false)
 		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, err.Error())
 		if errdefs.CodeOf(err) == errdefs.CodeInternal {
@@ -58,6 +59,7 @@ func (m *Manager) ensureLocked(ctx context.Context, rec store.Sandbox, progress 
 		}
 		return err
 	}
+	m.auditStart(ctx, rec, nil)
 	return nil
 }
 

@@ -49,7 +49,8 @@ const AuditFieldMax = 256
 // set and delete, egress policy put and patch) and every refused authentication on l, one
 // record per request: action, sandbox, snapshot or backup ID or secret name from the path,
 // HTTP status, client address, duration; a refused authentication adds method, path and user
-// agent. A get-or-create POST /v1/sandboxes that found the sandbox (200) is not a creation
+// agent. Records carry "by": "api"; the decisions hutchd takes by itself go to the same log
+// through a DecisionLog ("by": "hutchd"). A get-or-create POST /v1/sandboxes that found the sandbox (200) is not a creation
 // and is not recorded. No bodies, tokens, secret values or environment values are recorded,
 // and every string is bounded by AuditFieldMax. Write l to a RotatingFile to bound its size on
 // disk. Call it before serving.
@@ -103,6 +104,7 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took 
 	}
 	attrs := []slog.Attr{
 		slog.String("action", action),
+		slog.String("by", "api"),
 		slog.Int("status", status),
 		slog.Bool("ok", status < 400),
 		slog.String("client", bounded(clientIP(r))),

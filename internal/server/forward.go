@@ -86,9 +86,13 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = http.NoBody
 		length := int64(0)
+		var upload *bodyErr
 		if rt.method != http.MethodGet && rt.method != http.MethodDelete {
 			if rt.raw {
-				body, length = r.Body, r.ContentLength
+				// Bounded by auth (bodyLimit): a chunked body cut at the bound fails the
+				// agent request, answered 413 below; the agent keeps no partial file.
+				upload = &bodyErr{r: r.Body}
+				body, length = upload, r.ContentLength
 			} else {
 				b, err := readBody(w, r)
 				if err != nil {
@@ -112,6 +116,11 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 		defer release()
 		resp, err := s.roundTrip(r, rt, id, body, length)
 		if err != nil {
+			var mbe *http.MaxBytesError
+			if upload != nil && errors.As(upload.err, &mbe) {
+				writeError(w, r, tooLarge(mbe.Limit), rt.operation)
+				return
+			}
 			var ee *errdefs.Error
 			if errors.As(err, &ee) {
 				writeError(w, r, err, rt.operation)
@@ -184,6 +193,21 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 		}
 		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
+}
+
+// bodyErr is a request body that keeps the error its reads ended with, other than io.EOF: the
+// transport does not always return it.
+type bodyErr struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyErr) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
 }
 
 // copyBufs recycles the 32 KiB buffers replies are copied through.

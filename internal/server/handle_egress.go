@@ -42,10 +42,10 @@ func (s *Server) SetEgressPolicies(e EgressPolicies) { s.egress = e }
 
 // egressRoutes registers the egress policy routes (called from routes).
 func (s *Server) egressRoutes(allowed map[string][]string) {
-	s.mux.Handle("GET /v1/sandboxes/{id}/egress", s.auth(s.getEgress))
-	s.mux.Handle("PUT /v1/sandboxes/{id}/egress", s.auth(s.putEgress))
-	s.mux.Handle("PATCH /v1/sandboxes/{id}/egress", s.auth(s.patchEgress))
-	s.mux.Handle("GET /v1/sandboxes/{id}/egress/events", s.auth(s.egressEvents))
+	s.handle("GET /v1/sandboxes/{id}/egress", s.auth(s.getEgress))
+	s.handle("PUT /v1/sandboxes/{id}/egress", s.auth(s.putEgress))
+	s.handle("PATCH /v1/sandboxes/{id}/egress", s.auth(s.patchEgress))
+	s.handle("GET /v1/sandboxes/{id}/egress/events", s.auth(s.egressEvents))
 	allowed["/v1/sandboxes/{id}/egress"] = []string{"GET", "PUT", "PATCH"}
 	allowed["/v1/sandboxes/{id}/egress/events"] = []string{"GET"}
 }

@@ -24,8 +24,17 @@ import (
 )
 
 // MaxJSONBody is the largest JSON request body accepted, in bytes: a 32 MiB file as base64 plus
-// room for the rest of the request.
+// room for the rest of the request. It bounds the body of every authenticated route but the
+// streamed file upload (see bodyLimit).
 const MaxJSONBody = 48 << 20
+
+// DefaultMaxUpload is the largest body of the streamed file upload, PUT
+// /v1/sandboxes/{id}/files, in bytes: 20 GB, the disk of the largest instance type
+// (standard-4), so no upload that could fit in a sandbox is refused. SetMaxUpload changes it.
+const DefaultMaxUpload = 20 * 1000 * 1000 * 1000
+
+// uploadPattern is the route of the streamed file upload.
+const uploadPattern = "PUT /v1/sandboxes/{id}/files"
 
 // Images is what the API needs of the image store.
 type Images interface {
@@ -69,59 +78,94 @@ type Server struct {
 	// unauthLimiter is the per-client rate of requests without a valid token; nil: off.
 	unauthLimiter *rateLimiter
 	audit         *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
+	maxUpload     int64        // bytes; the body bound of uploadPattern (SetMaxUpload)
+	patterns      []string     // every registered route pattern, in order (handle)
 }
 
 // New returns a Server. token is the bearer token every /v1 call (except health) must carry;
 // ports serves /v1/sandboxes/{id}/ports.
 func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
 	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(token)), mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
-		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst),
+		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst), maxUpload: DefaultMaxUpload,
 		unauthLimiter: newRateLimiter(DefaultUnauthRate, DefaultUnauthBurst)}
 	s.routes()
 	return s
 }
+
+// SetMaxUpload sets the largest body of the streamed file upload (PUT …/files), in bytes
+// (n > 0; default DefaultMaxUpload). Call it before serving.
+func (s *Server) SetMaxUpload(n int64) {
+	if n > 0 {
+		s.maxUpload = n
+	}
+}
+
+// bodyLimit is the most bytes of request body r's route accepts: maxUpload for the streamed
+// upload, MaxJSONBody for every other route.
+func (s *Server) bodyLimit(r *http.Request) int64 {
+	if r.Pattern == uploadPattern {
+		return s.maxUpload
+	}
+	return MaxJSONBody
+}
+
+// tooLarge is the REQUEST_TOO_LARGE error of a body over limit bytes.
+func tooLarge(limit int64) error {
+	return errdefs.Newf(errdefs.CodeRequestTooLarge, "request body is over %d bytes; stream large files with PUT .../files", limit).With("limit", limit)
+}
+
+// SetTokenSum makes sum, the SHA-256 of the API token, the credential every /v1 call is checked
+// against, instead of the hash of the token given to New: for hutchd's hash-only mode, where
+// the plaintext token is never on the host (token.LoadHash). Call it before serving.
+func (s *Server) SetTokenSum(sum [sha256.Size]byte) { s.tokenSum = sum }
 
 // CloseStreams ends the connections the server has taken over from net/http (terminal
 // WebSockets) with a proper close frame (1001 going away), so clients see a clean end and
 // reconnect; http.Server.Shutdown does not reach them. Register it with RegisterOnShutdown.
 func (s *Server) CloseStreams() { s.closingOnce.Do(func() { close(s.closing) }) }
 
+// handle registers h at pattern and remembers the pattern: tests walk every route.
+func (s *Server) handle(pattern string, h http.Handler) {
+	s.patterns = append(s.patterns, pattern)
+	s.mux.Handle(pattern, h)
+}
+
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /v1/health", s.health)
+	s.handle("GET /v1/health", http.HandlerFunc(s.health))
 	// Browsers ask for it on every console page; nothing to serve, nothing to authenticate.
-	s.mux.Handle("GET /favicon.ico", s.public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
-	s.mux.Handle("POST /v1/sandboxes", s.auth(s.createSandbox))
-	s.mux.Handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
-	s.mux.Handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
-	s.mux.Handle("DELETE /v1/sandboxes/{id}", s.auth(s.destroySandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/start", s.auth(s.startSandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/stop", s.auth(s.stopSandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/ports", s.auth(s.exposePort))
-	s.mux.Handle("GET /v1/sandboxes/{id}/ports", s.auth(s.listPorts))
-	s.mux.Handle("DELETE /v1/sandboxes/{id}/ports/{port}", s.auth(s.unexposePort))
+	s.handle("GET /favicon.ico", s.public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
+	s.handle("POST /v1/sandboxes", s.auth(s.createSandbox))
+	s.handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
+	s.handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
+	s.handle("DELETE /v1/sandboxes/{id}", s.auth(s.destroySandbox))
+	s.handle("POST /v1/sandboxes/{id}/start", s.auth(s.startSandbox))
+	s.handle("POST /v1/sandboxes/{id}/stop", s.auth(s.stopSandbox))
+	s.handle("POST /v1/sandboxes/{id}/ports", s.auth(s.exposePort))
+	s.handle("GET /v1/sandboxes/{id}/ports", s.auth(s.listPorts))
+	s.handle("DELETE /v1/sandboxes/{id}/ports/{port}", s.auth(s.unexposePort))
 	// Sleep and wake (lifecycle_sleep.go).
-	s.mux.Handle("PATCH /v1/sandboxes/{id}", s.auth(s.updateSandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/sleep", s.auth(s.sleepSandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/wake", s.auth(s.wakeSandbox))
+	s.handle("PATCH /v1/sandboxes/{id}", s.auth(s.updateSandbox))
+	s.handle("POST /v1/sandboxes/{id}/sleep", s.auth(s.sleepSandbox))
+	s.handle("POST /v1/sandboxes/{id}/wake", s.auth(s.wakeSandbox))
 	// Backups (backups.go).
-	s.mux.Handle("POST /v1/sandboxes/{id}/backups", s.auth(s.createBackup))
-	s.mux.Handle("POST /v1/sandboxes/{id}/backups/{bid}/restore", s.auth(s.restoreBackup))
-	s.mux.Handle("GET /v1/backups", s.auth(s.listBackups))
-	s.mux.Handle("GET /v1/backups/{bid}", s.auth(s.getBackup))
-	s.mux.Handle("DELETE /v1/backups/{bid}", s.auth(s.deleteBackup))
+	s.handle("POST /v1/sandboxes/{id}/backups", s.auth(s.createBackup))
+	s.handle("POST /v1/sandboxes/{id}/backups/{bid}/restore", s.auth(s.restoreBackup))
+	s.handle("GET /v1/backups", s.auth(s.listBackups))
+	s.handle("GET /v1/backups/{bid}", s.auth(s.getBackup))
+	s.handle("DELETE /v1/backups/{bid}", s.auth(s.deleteBackup))
 	// Snapshots and forks (snapshots.go).
-	s.mux.Handle("POST /v1/sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
-	s.mux.Handle("POST /v1/sandboxes/{id}/fork", s.auth(s.forkSandbox))
-	s.mux.Handle("POST /v1/sandboxes/{id}/restore-snapshot", s.auth(s.restoreSnapshot))
-	s.mux.Handle("GET /v1/snapshots", s.auth(s.listSnapshots))
-	s.mux.Handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
-	s.mux.Handle("DELETE /v1/snapshots/{sid}", s.auth(s.deleteSnapshot))
+	s.handle("POST /v1/sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
+	s.handle("POST /v1/sandboxes/{id}/fork", s.auth(s.forkSandbox))
+	s.handle("POST /v1/sandboxes/{id}/restore-snapshot", s.auth(s.restoreSnapshot))
+	s.handle("GET /v1/snapshots", s.auth(s.listSnapshots))
+	s.handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
+	s.handle("DELETE /v1/snapshots/{sid}", s.auth(s.deleteSnapshot))
 	// Terminals (terminals.go).
-	s.mux.Handle("GET /v1/sandboxes/{id}/terminals", s.auth(s.listTerminals))
-	s.mux.Handle("GET /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.connectTerminal))
-	s.mux.Handle("DELETE /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.killTerminal))
+	s.handle("GET /v1/sandboxes/{id}/terminals", s.auth(s.listTerminals))
+	s.handle("GET /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.connectTerminal))
+	s.handle("DELETE /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.killTerminal))
 	for _, r := range forwarded {
-		s.mux.Handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
+		s.handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
 	}
 	// A known path with another method: 405 with the allowed methods.
 	allowed := map[string][]string{
@@ -163,16 +207,16 @@ func (s *Server) routes() {
 			if slices.Contains(methods, m) || (m == http.MethodHead && slices.Contains(methods, http.MethodGet)) {
 				continue
 			}
-			s.mux.Handle(m+" "+p, h)
+			s.handle(m+" "+p, h)
 		}
 	}
-	s.mux.Handle("PUT /v1/secrets/{name}", s.auth(s.putSecret))
-	s.mux.Handle("GET /v1/secrets", s.auth(s.listSecrets))
-	s.mux.Handle("DELETE /v1/secrets/{name}", s.auth(s.deleteSecret))
-	s.mux.Handle("GET /v1/sandboxes/{id}/egress/ca.pem", s.auth(s.egressCAPEM))
-	s.mux.Handle("GET /v1/images", s.auth(s.listImages))
-	s.mux.Handle("POST /v1/images/build", s.auth(s.buildImage))
-	s.mux.Handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
+	s.handle("PUT /v1/secrets/{name}", s.auth(s.putSecret))
+	s.handle("GET /v1/secrets", s.auth(s.listSecrets))
+	s.handle("DELETE /v1/secrets/{name}", s.auth(s.deleteSecret))
+	s.handle("GET /v1/sandboxes/{id}/egress/ca.pem", s.auth(s.egressCAPEM))
+	s.handle("GET /v1/images", s.auth(s.listImages))
+	s.handle("POST /v1/images/build", s.auth(s.buildImage))
+	s.handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path), "")
 	}))
 }
@@ -182,8 +226,8 @@ func (s *Server) routes() {
 // no secrets, and every API call the console makes carries the token its user typed. Call it
 // before serving.
 func (s *Server) SetConsole(h http.Handler) {
-	s.mux.Handle("/console/", s.public(h))
-	s.mux.Handle("/console", s.public(h))
+	s.handle("/console/", s.public(h))
+	s.handle("/console", s.public(h))
 }
 
 // ServeHTTP implements http.Handler.
@@ -257,18 +301,27 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 		}
 		// The presented token is hashed and the hashes compared in constant time: the
 		// comparison's time says nothing about the token, whatever its length.
-		if sum := sha256.Sum256([]byte(got)); !ok || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
+		if sum := sha256.Sum256([]byte(got)); !ok || got == "" || subtle.ConstantTimeCompare(sum[:], s.tokenSum[:]) != 1 {
 			if !s.allowUnauthenticated(w, r) {
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hutchd"`)
 			closeUnread(w)
-			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd prints where its token file is)"), "")
+			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd logs where its token file is)"), "")
 			return
 		}
 		if !s.allow(w, r, s.limiter, "") {
 			return
 		}
+		// Every body is bounded (bodyLimit): one announced larger is refused before the
+		// handler runs, and one that grows past the bound while read (chunked) fails there.
+		limit := s.bodyLimit(r)
+		if r.ContentLength > limit {
+			closeUnread(w)
+			writeError(w, r, tooLarge(limit), "")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		h(w, r)
 	})
 }
@@ -340,7 +393,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, errdefs.Newf(errdefs.CodeRequestTooLarge, "request body is over %d bytes; stream large files with PUT .../files", int64(MaxJSONBody)).With("limit", int64(MaxJSONBody))
+			return nil, tooLarge(mbe.Limit)
 		}
 		return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "read request body")
 	}

@@ -1,10 +1,9 @@
 // Package token creates and reads hutchd's API token: 32 random bytes, hex-encoded, in a file of
-// mode 0600 in the state directory. The token is made once, on first start, and kept.
+// mode 0600 in the state directory. The token is made once, on first start, and kept. In the
+// hash-only mode (hash.go) hutchd is given only the token's SHA-256 and keeps no token on disk.
 package token
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -38,11 +37,10 @@ func LoadOrCreate(path string) (tok string, created bool, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", false, fmt.Errorf("token: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", false, fmt.Errorf("token: %w", err)
+	t, err := New()
+	if err != nil {
+		return "", false, err
 	}
-	t := hex.EncodeToString(raw)
 	if err := os.MkdirAll(filepath.Dir(path), 0o711); err != nil {
 		return "", false, fmt.Errorf("token: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -148,6 +149,7 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	d.Kill9()
 	wg.Wait()
+	auditBefore := len(auditLog(t, d.StateDir))
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -177,6 +179,18 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	if ps := processes(t, survivor); !strings.Contains(ps, "sleep 1000") {
 		t.Fatalf("the survivor's process did not survive the restart:\n%s", ps)
+	}
+	// Recovery's decisions are in the audit log: adopted for each running sandbox, stopped
+	// for each interrupted create.
+	recs := auditLog(t, d.StateDir)
+	for _, sb := range list {
+		if sb.ID != "e2e-rec-keep" && !slices.Contains(ids, sb.ID) {
+			continue
+		}
+		want := map[string]string{"running": "adopted", "stopped": "stopped"}[string(sb.Status)]
+		if r := findAudit(recs, auditBefore, "sandbox.recovered", sb.ID, "hutchd"); r == nil || r["outcome"] != want {
+			t.Errorf("audit record of recovering %s (%s) = %v; want outcome %q", sb.ID, sb.Status, r, want)
+		}
 	}
 	l := scanLeftovers(t)
 	t.Logf("after restart: running=%v %s", running, l)
