@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/daemontest"
 )
 
 // Goals of issue 6.
@@ -24,16 +23,12 @@ const (
 )
 
 func runCode(ctx context.Context, cfg config, out io.Writer) (err error) {
-	it, root, work, cleanup, err := setup(cfg, "hutch-bench-code-", "runc", "nft", "go")
+	it, _, work, cleanup, err := setup(cfg, "hutch-bench-code-", "runc", "nft", "go")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
-		return err
-	}
+	bins := work + "/bin" // built by setup
 	progress("starting hutchd")
 	d, err := startDaemon(ctx, bins, work, cfg.imagesDir)
 	if err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
@@ -25,16 +24,12 @@ import (
 const busyInstanceType = "standard-4"
 
 func runFairness(ctx context.Context, cfg config, out io.Writer) (err error) {
-	it, root, work, cleanup, err := setup(cfg, "hutch-bench-fair-", "runc", "nft", "go")
+	it, _, work, cleanup, err := setup(cfg, "hutch-bench-fair-", "runc", "nft", "go")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
-		return err
-	}
+	bins := work + "/bin" // built by setup
 	progress("starting hutchd")
 	d, err := startDaemon(ctx, bins, work, cfg.imagesDir)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/image"
 )
 
@@ -17,16 +16,12 @@ import (
 // Iterations alternate between the runtimes (the order flips every iteration) so machine noise
 // hits both alike; one untimed warm-up of each comes first.
 func runGVisor(ctx context.Context, cfg config, out io.Writer) (err error) {
-	it, root, work, cleanup, err := setup(cfg, "hutch-bench-gvisor-", "runc", "runsc", "nft", "go")
+	it, _, work, cleanup, err := setup(cfg, "hutch-bench-gvisor-", "runc", "runsc", "nft", "go")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
-		return err
-	}
+	bins := work + "/bin" // built by setup
 	progress("starting hutchd")
 	d, err := startDaemon(ctx, bins, work, cfg.imagesDir)
 	if err != nil {

@@ -111,17 +111,13 @@ type headline struct {
 // runHeadline is the -headline mode: setup like run (its own hutchd, the default image) plus
 // the git server, then the steps, then the report.
 func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
-	it, root, work, cleanup, err := setup(cfg, "hutch-bench-headline-", "runc", "nft", "go", "git", "tar", "zstd", "du")
+	it, _, work, cleanup, err := setup(cfg, "hutch-bench-headline-", "runc", "nft", "go", "git", "tar", "zstd", "du")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
-		return err
-	}
+	bins := work + "/bin" // built by setup
 	proj, err := fs.Sub(headlineProject, "testdata/headline")
 	if err != nil {
 		return err

@@ -45,6 +45,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"syscall"
@@ -148,9 +149,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
 
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init", "previewtarget=./test/previewtarget"); err != nil {
+	bins := work + "/bin" // hutchd and hutch-init built by setup
+	if err := daemontest.Build(root, bins, "previewtarget=./test/previewtarget"); err != nil {
 		return err
 	}
 	progress("starting hutchd")
@@ -195,8 +195,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 }
 
 // setup checks the machine (root, the tools), resolves the instance type and the module root,
-// and makes the run's work directory under prefix. cleanup removes it, unless something is still
-// mounted below it or -keep was given.
+// makes the run's work directory under prefix and builds hutchd and hutch-init into its bin/.
+// cleanup removes it, unless something is still mounted below it or -keep was given.
 func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType, root, work string, cleanup func() error, err error) {
 	if os.Geteuid() != 0 {
 		return it, "", "", nil, errors.New("needs root (runc, mounts, network namespaces)")
@@ -221,6 +221,10 @@ func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType,
 		if err := os.Chmod(work, 0o711); err != nil {
 			return it, "", "", nil, err
 		}
+	}
+	progress("building hutchd and hutch-init")
+	if err := daemontest.Build(root, filepath.Join(work, "bin"), "hutchd", "hutch-init"); err != nil {
+		return it, "", "", nil, errors.Join(err, os.RemoveAll(work))
 	}
 	cleanup = func() error {
 		// Never remove a directory with something still mounted below it.

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
@@ -24,16 +23,12 @@ import (
 // context's variable, a disk sleep loses the context (it is created again, untimed). The size
 // of each memory image is read while the sandbox sleeps.
 func runMemory(ctx context.Context, cfg config, out io.Writer) (err error) {
-	it, root, work, cleanup, err := setup(cfg, "hutch-bench-memory-", "runc", "runsc", "nft", "go")
+	it, _, work, cleanup, err := setup(cfg, "hutch-bench-memory-", "runc", "runsc", "nft", "go")
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, cleanup()) }()
-	progress("building hutchd and hutch-init")
-	bins := work + "/bin"
-	if err := daemontest.Build(root, bins, "hutchd", "hutch-init"); err != nil {
-		return err
-	}
+	bins := work + "/bin" // built by setup
 	rows := map[string]*memoryRows{}
 	for _, mode := range []string{"memory", "disk"} {
 		r := &memoryRows{
