@@ -55,6 +55,22 @@ func (s *Server) handleSessionList(w http.ResponseWriter, _ *http.Request) error
 	return nil
 }
 
+// handleSessionSave: POST /api/session/save → {success, saved, timestamp}: writes every
+// session's cwd and environment to the session file now, as a shutdown does (hutchd asks before
+// it checkpoints a sandbox, so that a wake that cannot restore the memory still finds them).
+func (s *Server) handleSessionSave(w http.ResponseWriter, _ *http.Request) error {
+	n, err := s.sessions.Save()
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Success   bool      `json:"success"`
+		Saved     int       `json:"saved"`
+		Timestamp time.Time `json:"timestamp"`
+	}{true, n, now()})
+	return nil
+}
+
 // handleSessionDelete: POST /api/session/delete {sessionId} → {success, sessionId, timestamp}.
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) error {
 	var req struct {

@@ -140,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 		"/api/session/create": {http.MethodPost: s.handleSessionCreate},
 		"/api/session/list":   {http.MethodGet: s.handleSessionList},
 		"/api/session/delete": {http.MethodPost: s.handleSessionDelete},
+		"/api/session/save":   {http.MethodPost: s.handleSessionSave},
 		"/api/execute":        {http.MethodPost: s.handleExecute},
 		"/api/execute/stream": {http.MethodPost: s.handleExecuteStream},
 		"/api/write":          {http.MethodPost: s.handleWrite},

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -67,5 +68,18 @@ func TestSessionsSurviveShutdown(t *testing.T) {
 	defer stop()
 	if out := a.exec(obj{"command": "pwd; echo $TOKEN", "sessionId": "dev"}); out["stdout"] != "/tmp/hutch-persist\nabc\n" {
 		t.Fatalf("session after restart: %v", out)
+	}
+
+	// POST /api/session/save writes them at once, without a shutdown (before a checkpoint).
+	a.exec(obj{"command": "cd / && export TOKEN=def", "sessionId": "dev"})
+	if out := a.mustPost("/api/session/save", nil); out["saved"] != float64(1) { // dev
+		t.Fatalf("save: %v", out)
+	}
+	b, err := os.ReadFile(sessionFile)
+	if err != nil || !strings.Contains(string(b), `"TOKEN":"def"`) {
+		t.Fatalf("session file after save: %s, %v", b, err)
+	}
+	if code, _ := a.do(http.MethodGet, "/api/session/save", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /api/session/save = %d, want 405", code)
 	}
 }

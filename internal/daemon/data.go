@@ -29,9 +29,9 @@ func openDataDir(ctx context.Context, cfg config.Config, log *slog.Logger) (stri
 		log.Info("data volume off: sandbox disks in the state dir", "dir", cfg.StateDir)
 		return cfg.StateDir, nil
 	}
-	if ents, err := os.ReadDir(filepath.Join(cfg.StateDir, "sandboxes")); err == nil && len(ents) > 0 {
+	if n := legacyDisks(cfg.StateDir); n > 0 {
 		log.Warn("sandboxes from before the data volume exist: keeping sandbox disks in the state dir",
-			"dir", filepath.Join(cfg.StateDir, "sandboxes"), "sandboxes", len(ents))
+			"dir", filepath.Join(cfg.StateDir, "sandboxes"), "sandboxes", n)
 		return cfg.StateDir, nil
 	}
 	size, err := volumeSize(cfg)
@@ -47,6 +47,25 @@ func openDataDir(ctx context.Context, cfg config.Config, log *slog.Logger) (stri
 			"size_bytes", st.SizeBytes, "free_bytes", st.FreeBytes, "inodes_free", st.InodesFree)
 	}
 	return v.Path(), nil
+}
+
+// legacyDisks counts the sandbox disks kept in the state dir itself (<state>/sandboxes/<id>
+// holding an upper/ directory, as before the data volume). Other files there are not disks:
+// each sandbox's egress audit log (<state>/sandboxes/<id>/egress.jsonl) lives in the state dir
+// whatever the data directory is, and counting it made a restarted hutchd leave its data
+// volume and start every sandbox on an empty disk (a tester's finding).
+func legacyDisks(stateDir string) int {
+	ents, err := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		if fi, err := os.Lstat(filepath.Join(stateDir, "sandboxes", e.Name(), "upper")); err == nil && fi.IsDir() {
+			n++
+		}
+	}
+	return n
 }
 
 // volumeSize is the size to ask for: the configured one, or for "auto" 20% of the state dir's

@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
@@ -98,6 +104,11 @@ func (m *Manager) discardMemory(ctx context.Context, id string) {
 	_ = os.Remove(m.sleepRecPath(id))
 }
 
+// checkpointTimeout bounds one checkpoint. A sandbox can wedge its own (a tester held 10,000
+// connections to its agent: runsc never finished); the sleep then falls back to the disk, with
+// the rest of its time for the teardown.
+const checkpointTimeout = 2 * time.Minute
+
 // checkpointForSleep saves rec's running sandbox into memoryDir when its backend can, and
 // deletes the container it leaves. It returns the sleep record to keep: memory on success,
 // else disk with the reason. The caller holds the ID lock and tears the rest down afterwards
@@ -128,8 +139,19 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 	if err := os.RemoveAll(dir); err != nil {
 		return disk("memory image: " + err.Error())
 	}
+	if note := m.imageRoom(rt, rec); note != "" {
+		return disk(note + ": processes were stopped and start again on wake")
+	}
+	// Sessions (cwd, environment) go to the disk first, as a disk sleep's shutdown saves them:
+	// a wake that cannot restore the memory, or a stop after this sleep, still finds them.
+	if err := saveSessions(ctx, inst.transport); err != nil {
+		m.log.WarnContext(ctx, "save sessions before checkpoint", "sandbox_id", rec.ID, "err", err)
+	}
 	start := time.Now()
-	if err := cp.Checkpoint(ctx, rec.ID, dir); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, checkpointTimeout)
+	err = cp.Checkpoint(cctx, rec.ID, dir)
+	cancel()
+	if err != nil {
 		_ = os.RemoveAll(dir)
 		m.log.WarnContext(ctx, "checkpoint failed, sleeping with the disk only", "sandbox_id", rec.ID, "err", err)
 		return disk("gVisor could not checkpoint the sandbox (" + err.Error() + "): processes were stopped and start again on wake")
@@ -160,6 +182,13 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 func (m *Manager) runContainer(ctx context.Context, rt runtime.Runtime, spec runtime.Spec, wasSleeping bool, tr interface{ CloseIdleConnections() }, wait func() error) (runtime.State, string, bool, error) {
 	id := spec.ID
 	if sr, ok := m.readSleepRecord(id); ok && sr.Mode == SleepModeMemory && wasSleeping {
+		// Consumed before the restore: an image is restored at most once, even when hutchd
+		// dies during or right after the restore (the restored sandbox then ran on, and its
+		// disk moved on from the image's).
+		if err := os.Remove(m.sleepRecPath(id)); err != nil {
+			m.discardMemory(ctx, id)
+			return runtime.State{}, "", false, fmt.Errorf("consume sleep record: %w", err)
+		}
 		if st, err := m.restore(ctx, rt, spec, sr); err != nil {
 			m.log.WarnContext(ctx, "restore failed, starting afresh", "sandbox_id", id, "err", err)
 		} else if err := wait(); err != nil {
@@ -210,4 +239,79 @@ func (m *Manager) restore(ctx context.Context, rt runtime.Runtime, spec runtime.
 	}
 	m.log.InfoContext(ctx, "sandbox restored from memory", "sandbox_id", spec.ID, "took", time.Since(start).Round(time.Millisecond), "asleep_since", sr.At)
 	return st, nil
+}
+
+// imageReserve is the free space a memory image must leave on the file system that holds it:
+// the larger of imageReserveMin and imageReserveShare of its size. Sandboxes' disks and other
+// images share that file system (the data volume); an image must not take the room their
+// writes need.
+const (
+	imageReserveMin   = 1 << 30
+	imageReserveShare = 10 // percent
+)
+
+// imageRoom returns "" when the file system of rec's sandbox dir has room for its memory image
+// (the memory its cgroup uses, page cache included, an upper bound of the image) and keeps
+// imageReserve free after it; else why not. Without a reading of the cgroup, the instance
+// type's memory limit counts.
+func (m *Manager) imageRoom(rt runtime.Runtime, rec store.Sandbox) string {
+	need := int64(-1)
+	if cg, ok := rt.(interface{ CgroupDirs(id string) []string }); ok {
+		need = cgroupMemory(cg.CgroupDirs(rec.ID))
+	}
+	if need < 0 {
+		it, err := LookupInstanceType(rec.InstanceType)
+		if err != nil {
+			return err.Error()
+		}
+		need = it.MemoryBytes
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(m.sandboxDir(rec.ID), &st); err != nil {
+		return "free space for a memory image: " + err.Error()
+	}
+	free, size := int64(st.Bavail)*st.Bsize, int64(st.Blocks)*st.Bsize
+	reserve := max(int64(imageReserveMin), size*imageReserveShare/100)
+	if free-need < reserve {
+		return fmt.Sprintf("not enough free space for a memory image (%d MiB needed, %d MiB free, %d MiB kept for the disks of sandboxes)", need>>20, free>>20, reserve>>20)
+	}
+	return ""
+}
+
+// cgroupMemory reads the memory a cgroup uses, in bytes, from the first of dirs that has it
+// (cgroup v2 memory.current, v1 memory.usage_in_bytes); -1 when none does.
+func cgroupMemory(dirs []string) int64 {
+	for _, d := range dirs {
+		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
+			b, err := os.ReadFile(filepath.Join(d, f))
+			if err != nil {
+				continue
+			}
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// saveSessions asks the agent behind tr to write its sessions to the disk now
+// (POST /api/session/save), within 10 s.
+func saveSessions(ctx context.Context, tr http.RoundTripper) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/api/session/save", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("session save: status %d", resp.StatusCode)
+	}
+	return nil
 }

@@ -117,5 +117,15 @@ func (m *Manager) dialAgent(ctx context.Context, d *net.Dialer, id, nsPath strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.Timeout)
 	defer cancel()
-	return netns.Dial(ctx, nsPath, "tcp4", fmt.Sprintf("127.0.0.1:%d", AgentPort))
+	c, err := netns.Dial(ctx, nsPath, "tcp4", fmt.Sprintf("127.0.0.1:%d", AgentPort))
+	if err != nil {
+		// A failed dial is a *net.OpError "dial", as the unix dial's: the API layer checks the
+		// container (and restarts a dead sandbox) on exactly that.
+		var op *net.OpError
+		if !errors.As(err, &op) {
+			err = &net.OpError{Op: "dial", Net: "tcp", Err: err}
+		}
+		return nil, err
+	}
+	return c, nil
 }

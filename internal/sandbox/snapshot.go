@@ -158,6 +158,7 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 	if err := m.store.SetStatus(ctx, id, store.StatusStopping, ""); err != nil {
 		return Info{}, err
 	}
+	m.discardMemory(ctx, id) // the disk is about to change: its memory image is worthless
 	if err := m.teardown(ctx, rec, false); err != nil {
 		_ = m.store.SetStatus(ctx, id, store.StatusError, "reset disk: "+err.Error())
 		return Info{}, err

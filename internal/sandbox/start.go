@@ -234,7 +234,10 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 			errs = append(errs, fmt.Errorf("delete container: %w", err))
 		}
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
-		errs = append(errs, fmt.Errorf("container state: %w", err))
+		// The state cannot be read (a wedged runsc, say): remove the container anyway.
+		if derr := rt.Delete(ctx, id, true); derr != nil && !errors.Is(derr, errdefs.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("container state: %w; delete: %w", err, derr))
+		}
 	}
 	if flush {
 		if err := syncDir(m.upperDir(id)); err != nil {

@@ -145,7 +145,7 @@ func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkRe
 		go func() {
 			defer wg.Done()
 			t := time.Now()
-			opts := fromSnapshot(sandbox.CreateOptions{ID: fid, SleepAfter: parseSleep(src.SleepAfter), KeepAlive: src.KeepAlive}, snap)
+			opts := fromSnapshot(sandbox.CreateOptions{ID: fid, SleepAfter: parseSleep(src.SleepAfter), KeepAlive: src.KeepAlive, Runtime: src.Runtime}, snap)
 			info, made, err := s.cfg.Sandboxes.GetOrCreate(ctx, opts, nil)
 			created[i] = made
 			if err == nil && !made {

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -226,5 +227,31 @@ func TestGVisorAgentPortAbuse(t *testing.T) {
 	}
 	if out := mustExec(t, gv, "echo still-answers"); out != "still-answers\n" {
 		t.Fatalf("agent after the attempts: %q", out)
+	}
+}
+
+// TestGVisorForkKeepsRuntime: forks of a gVisor sandbox run on gVisor too (they ran on runc:
+// weaker isolation than their source asked for, found by a tester).
+func TestGVisorForkKeepsRuntime(t *testing.T) {
+	requireEnv(t)
+	if !have("runsc") {
+		t.Skip("runsc is not installed (scripts/host-setup.sh)")
+	}
+	ctx := ctxT(t, 5*time.Minute)
+	src := sandbox(t, "e2e-gv-forksrc", &client.SandboxOptions{Runtime: "gvisor"})
+	mustExec(t, src, "echo from-source > /workspace/f.txt")
+	ids := []string{"e2e-gv-fork-1"}
+	t.Cleanup(func() { _ = d.Client().SandboxHandle(ids[0]).Destroy(ctxT(t, time.Minute)) })
+	res, err := src.Fork(ctx, 1, &client.ForkOptions{IDs: ids})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Sandboxes) != 1 || res.Sandboxes[0].Runtime != "gvisor" {
+		t.Fatalf("fork = %+v; want one sandbox on gvisor", res.Sandboxes)
+	}
+	fk := d.Client().SandboxHandle(ids[0])
+	host, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	if out := mustExec(t, fk, "cat /workspace/f.txt; uname -r"); !strings.HasPrefix(out, "from-source\n") || strings.Contains(out, strings.TrimSpace(string(host))) {
+		t.Fatalf("fork: %q; want the source's file under gVisor's kernel", out)
 	}
 }
