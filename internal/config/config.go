@@ -167,7 +167,7 @@ type Config struct {
 	// (gVisor with a recent runsc) keep their memory; "off" keeps the disk only (no memory
 	// images on the data volume).
 	SleepMemory string `json:"sleepMemory"`
-	// UserNS is "on" or "off" (the default): with "on", each new runc sandbox runs in a user
+	// UserNS is "on" (the default) or "off": with "on", each new runc sandbox runs in a user
 	// namespace of its own, root inside being an unprivileged host ID range of its own (65536
 	// IDs from 2^20 up; see docs/ARCHITECTURE.md, User namespaces). Existing sandboxes keep what
 	// they were created with; gVisor sandboxes are unaffected (the Sentry has its own).
@@ -232,7 +232,7 @@ func Defaults() Config {
 		DataVolumeSize:   "auto",
 		DiskQuota:        "on",
 		SleepMemory:      "on",
-		UserNS:           "off",
+		UserNS:           "on",
 		ConsoleDir:       defaultConsoleDir(exe),
 	}
 }
@@ -294,7 +294,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
 	sleepMemory := fs.String("sleep-memory", "", `keep running processes across sleeps where the runtime can checkpoint (gVisor), "on" or "off" (env HUTCH_SLEEP_MEMORY; default on)`)
 	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
-	userNS := fs.String("userns", "", `user namespace per new runc sandbox, "on" or "off" (env HUTCH_USERNS; default off)`)
+	userNS := fs.String("userns", "", `user namespace per new runc sandbox, "on" or "off" (env HUTCH_USERNS; default on)`)
 	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")

@@ -96,7 +96,7 @@ func main() {
 	flag.IntVar(&cfg.hn, "hn", 3, "with -headline: iterations of the cheap steps (backup, tar baselines, sandbox from snapshot, fork of 4)")
 	flag.StringVar(&cfg.diskQuota, "disk-quota", "on", "hutchd's --disk-quota (on: each sandbox's disk is an image of its own; off: a directory)")
 	flag.BoolVar(&cfg.memory, "memory", false, "compare memory sleeps (gVisor checkpoint/restore) with disk-only sleeps: Sleep and wake → first exec (see memory.go)")
-	flag.StringVar(&cfg.userNS, "userns", "off", "hutchd's --userns (on: each runc sandbox in a user namespace of its own)")
+	flag.StringVar(&cfg.userNS, "userns", "on", "hutchd's --userns (on: each runc sandbox in a user namespace of its own)")
 	flag.BoolVar(&cfg.fairness, "fairness", false, "run the CPU fairness benchmark instead (an idle sandbox's exec round trip with a busy neighbour; see fairness.go)")
 	flag.Parse()
 	if cfg.n < 1 || cfg.m < 1 || cfg.hn < 1 {
@@ -215,12 +215,11 @@ func setup(cfg config, prefix string, tools ...string) (it sandbox.InstanceType,
 	if work, err = os.MkdirTemp("", prefix); err != nil {
 		return it, "", "", nil, err
 	}
-	if cfg.userNS == "on" {
-		// hutchd's state dir is below it: sandboxes' roots must be reachable from their user
-		// namespaces (hutchd refuses to change directories it does not own).
-		if err := os.Chmod(work, 0o711); err != nil {
-			return it, "", "", nil, err
-		}
+	// hutchd's state dir is below it: with user namespaces (hutchd's default) sandboxes' roots
+	// must be reachable from their namespaces (hutchd refuses to change directories it does not
+	// own).
+	if err := os.Chmod(work, 0o711); err != nil {
+		return it, "", "", nil, err
 	}
 	progress("building hutchd and hutch-init")
 	if err := daemontest.Build(root, filepath.Join(work, "bin"), "hutchd", "hutch-init"); err != nil {
