@@ -230,8 +230,12 @@ func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
 //
 // runsc builds its seccomp program with EPERM for every errno action: it ignores ErrnoRet, so
 // the profile's "clone3 answers ENOSYS" rule would answer EPERM, and glibc, which falls back to
-// clone only on ENOSYS, could not start threads. This Sentry does not implement clone3 and
-// answers ENOSYS itself, so the rule becomes an allow rule here (TestSeccompInSentry checks that answer).
+// clone only on ENOSYS, could not start threads. An allow rule is no answer either: the runsc
+// hutch targets implements clone3, whose flags (in memory) seccomp cannot read, so CLONE_NEW*
+// would reach the Sentry past the clone rule. The rule becomes SCMP_ACT_TRACE instead: with no
+// tracer attached the Sentry answers ENOSYS without running the call (as Linux does), and
+// nothing in the sandbox can attach one, since the same profile refuses ptrace
+// (TestSeccompInSentry checks the answer).
 //
 // runsc looks names up in its own system call table and skips the ones it lacks (it logs
 // "OCI seccomp: ignoring syscall"). Two consequences: a call named differently there must be
@@ -244,7 +248,7 @@ func adapt(spec *specs.Spec) {
 	if sc := spec.Linux.Seccomp; sc != nil {
 		for i, rule := range sc.Syscalls {
 			if slices.Equal(rule.Names, []string{"clone3"}) && rule.Action == specs.ActErrno {
-				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActAllow}
+				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActTrace}
 			}
 		}
 		if slices.ContainsFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool {
