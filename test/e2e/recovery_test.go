@@ -31,24 +31,37 @@ func (l leftovers) String() string {
 		l.containers, l.netns, l.links, l.mounts, l.cgroups, l.inits)
 }
 
+// runcContainers lists the test daemon's containers, ID → status: runc's and, when runsc is
+// installed, runsc's (the gvisor runtime; <state>/runsc), so the checks hold on both runtimes.
 func runcContainers(t *testing.T) map[string]string {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(d.StateDir, "runc"), "list", "--format", "json").Output()
-	if err != nil {
-		t.Fatalf("runc list: %v", err)
-	}
-	var list []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if s := strings.TrimSpace(string(out)); s != "" && s != "null" {
-		if err := json.Unmarshal(out, &list); err != nil {
-			t.Fatalf("runc list: %v: %s", err, out)
-		}
-	}
 	m := map[string]string{}
-	for _, c := range list {
-		m[c.ID] = c.Status
+	tools := [][]string{{"runc", "--root", filepath.Join(d.StateDir, "runc"), "list", "--format", "json"}}
+	if have("runsc") {
+		tools = append(tools, []string{"runsc", "--root", filepath.Join(d.StateDir, "runsc"), "list", "--format", "json"})
+	}
+	for _, args := range tools {
+		if args[0] == "runsc" {
+			if _, err := os.Stat(args[2]); err != nil {
+				continue // hutchd made no runsc state directory
+			}
+		}
+		out, err := exec.Command(args[0], args[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%s list: %v", args[0], err)
+		}
+		var list []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if s := strings.TrimSpace(string(out)); s != "" && s != "null" {
+			if err := json.Unmarshal(out, &list); err != nil {
+				t.Fatalf("%s list: %v: %s", args[0], err, out)
+			}
+		}
+		for _, c := range list {
+			m[c.ID] = c.Status
+		}
 	}
 	return m
 }

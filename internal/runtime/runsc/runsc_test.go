@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -197,8 +198,10 @@ func TestContainerLifecycle(t *testing.T) {
 			inCgroup = true
 		}
 		if strings.Contains(d, "/pids/") {
-			if b, err := os.ReadFile(filepath.Join(d, "pids.max")); err != nil || strings.TrimSpace(string(b)) != "64" {
-				t.Errorf("pids.max = %q, %v", b, err)
+			// The sandbox's 64 are enforced in the Sentry (TestPidsLimitInSentry); the host
+			// cgroup has room for the Sentry's threads and stubs too.
+			if b, err := os.ReadFile(filepath.Join(d, "pids.max")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(runsc.SentryPids(64), 10) {
+				t.Errorf("pids.max = %q, %v; want %d", b, err, runsc.SentryPids(64))
 			}
 		}
 	}
@@ -494,5 +497,60 @@ time.sleep(3600)
 	// EPERM, which would stop glibc from starting threads ("thread ok" above).
 	if !strings.Contains(string(out), "clone3 errno=38") {
 		t.Errorf("output %q: want clone3 errno=38 (ENOSYS)", out)
+	}
+}
+
+// TestPidsLimitInSentry runs a fork loop of sleeping children in a sandbox limited to 64 tasks:
+// the fork past the limit fails with EAGAIN inside (RLIMIT_NPROC in the Sentry), the sandbox
+// keeps running and answers, and the host cgroup never reached its own limit (which would
+// have killed the Sentry).
+func TestPidsLimitInSentry(t *testing.T) {
+	e := newEnv(t)
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Resources.MemoryBytes = 1 << 30
+	spec.Args = []string{"python3", "-c", `
+import os, time
+n = 0
+while True:
+    try:
+        if os.fork() == 0:
+            time.sleep(3600)
+            os._exit(0)
+        n += 1
+    except OSError as e:
+        print("stopped", n, "errno", e.errno, flush=True)
+        break
+time.sleep(3600)
+`}
+	st, err := e.rt.Start(ctxT(t), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if out, _ = os.ReadFile(spec.LogPath); bytes.Contains(out, []byte("stopped")) {
+			break
+		}
+	}
+	i := bytes.Index(out, []byte("stopped"))
+	if i < 0 {
+		t.Fatalf("output %q: the fork loop never stopped (or the sandbox died)", out)
+	}
+	var n, errno int
+	if _, err := fmt.Sscanf(string(out[i:]), "stopped %d errno %d", &n, &errno); err != nil || errno != 11 || n < 32 || n >= 64 {
+		t.Fatalf("output %q: want \"stopped N errno 11\" with 32 <= N < 64 (%v)", out, err)
+	}
+	got, err := e.rt.State(ctxT(t), id)
+	if err != nil || got.Status != runtime.StatusRunning || got.Pid != st.Pid {
+		t.Fatalf("State = %+v, %v; want the same sandbox running", got, err)
+	}
+	for _, d := range e.rt.CgroupDirs(id) {
+		if !strings.Contains(d, "/pids/") {
+			continue
+		}
+		if b, err := os.ReadFile(filepath.Join(d, "pids.events")); err == nil && strings.TrimSpace(string(b)) != "max 0" {
+			t.Errorf("host pids.events = %q: the host limit was reached", b)
+		}
 	}
 }
