@@ -172,8 +172,8 @@ func TestContainerLifecycle(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		// The Sentry reports its own kernel release, 4.4.0, whatever the host runs.
-		{"gvisor kernel", []string{"uname", "-r"}, 0, "4.4.0"},
+		// The Sentry reports its own kernel release (4.19.0-gvisor), whatever the host runs.
+		{"gvisor kernel", []string{"uname", "-r"}, 0, "-gvisor"},
 		{"hostname", []string{"hostname"}, 0, id},
 		{"cwd", []string{"pwd"}, 0, "/workspace"},
 		{"write", []string{"sh", "-c", "echo from-gvisor > /workspace/hello.txt"}, 0, ""},
