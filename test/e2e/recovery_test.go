@@ -60,7 +60,8 @@ func runcContainers(t *testing.T) map[string]string {
 			}
 		}
 		for _, c := range list {
-			m[c.ID] = c.Status
+			// runsc knows sandbox "x" as "x." (internal/runtime/runsc: runscID).
+			m[strings.TrimSuffix(c.ID, ".")] = c.Status
 		}
 	}
 	return m

@@ -283,6 +283,16 @@ func adapt(spec *specs.Spec) {
 // counts per user): that one loses its Sentry, never a neighbour.
 func SentryPids(limit int64) int64 { return 3*limit + 256 }
 
+// runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
+// its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
+// and "creds-fork" running: "id is ambiguous", even though one matches exactly); sandbox IDs
+// never contain ".", so with the suffix no ID is a prefix of another. sandboxID undoes it for
+// the IDs runsc lists.
+func runscID(id string) string { return id + "." }
+
+// sandboxID is the sandbox ID of a runsc container ID (see runscID).
+func sandboxID(rid string) string { return strings.TrimSuffix(rid, ".") }
+
 func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
 
 // command builds a runsc invocation with the global flags.

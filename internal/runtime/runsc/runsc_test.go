@@ -554,3 +554,50 @@ time.sleep(3600)
 		}
 	}
 }
+
+// TestPrefixIDs runs two containers whose IDs are a prefix of each other ("x" and "x-fork",
+// like a sandbox and its fork): runsc takes IDs on its command line as prefixes and refused
+// "x" as ambiguous, so every operation on the shorter one failed. Each container answers for
+// itself, and List names both.
+func TestPrefixIDs(t *testing.T) {
+	e := newEnv(t)
+	short := newID(t)
+	long := short + "-fork"
+	for _, id := range []string{short, long} {
+		spec := e.spec(t, id)
+		if _, err := e.rt.Start(ctxT(t), spec); err != nil {
+			t.Fatalf("Start(%s): %v", id, err)
+		}
+	}
+	for _, id := range []string{short, long} {
+		if st, err := e.rt.State(ctxT(t), id); err != nil || st.ID != id || st.Status != runtime.StatusRunning {
+			t.Errorf("State(%s) = %+v, %v", id, st, err)
+		}
+		if code, out := e.exec(t, id, "hostname"); code != 0 || strings.TrimSpace(out) != id {
+			t.Errorf("exec hostname in %s: %d %q", id, code, out)
+		}
+		if err := e.rt.Pause(ctxT(t), id); err != nil {
+			t.Errorf("Pause(%s): %v", id, err)
+		}
+		if err := e.rt.Resume(ctxT(t), id); err != nil {
+			t.Errorf("Resume(%s): %v", id, err)
+		}
+	}
+	all, err := e.rt.List(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, st := range all {
+		seen[st.ID] = true
+	}
+	if !seen[short] || !seen[long] {
+		t.Errorf("List = %+v; want %s and %s", all, short, long)
+	}
+	if err := e.rt.Delete(ctxT(t), short, true); err != nil {
+		t.Fatalf("Delete(%s): %v", short, err)
+	}
+	if st, err := e.rt.State(ctxT(t), long); err != nil || st.Status != runtime.StatusRunning {
+		t.Errorf("after deleting %s: State(%s) = %+v, %v", short, long, st, err)
+	}
+}
