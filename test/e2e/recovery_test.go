@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ type leftovers struct {
 	links      []string // host links <ifPrefix>*
 	mounts     []string // mounts under <state>/sandboxes
 	cgroups    []string // cgroup dirs of the sandboxes
-	inits      []string // PIDs of sandbox PID 1s (hutch-init) in e2e-* cgroups
+	inits      []string // PIDs of sandbox PID 1s (hutch-init; on gVisor the Sentry) in e2e-* cgroups
 }
 
 func (l leftovers) String() string {
@@ -115,7 +116,10 @@ func scanLeftovers(t *testing.T) leftovers {
 		args := strings.Split(string(b), "\x00")
 		// A sandbox's PID 1 is "/.hutch/hutch-init --listen-fd 3 …"; its server child runs
 		// "hutch-init serve …" and each command's shell "hutch-init shim …".
-		if args[0] != "/.hutch/hutch-init" || len(args) < 2 || !strings.HasPrefix(args[1], "--") {
+		// On gVisor the sandbox's processes live in its Sentry ("runsc-sandbox … boot …"),
+		// which stands for them here.
+		sentry := args[0] == "runsc-sandbox" && slices.Contains(args, "boot")
+		if !sentry && (args[0] != "/.hutch/hutch-init" || len(args) < 2 || !strings.HasPrefix(args[1], "--")) {
 			continue
 		}
 		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))
