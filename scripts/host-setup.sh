@@ -8,7 +8,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 need=()
-for pair in runc:runc debootstrap:debootstrap nft:nftables ip:iproute2 git:git curl:curl unshare:util-linux ps:procps make:make chromium:chromium mkfs.ext4:e2fsprogs zstd:zstd tmux:tmux runsc:runsc; do
+for pair in runc:runc debootstrap:debootstrap nft:nftables ip:iproute2 git:git curl:curl unshare:util-linux ps:procps make:make chromium:chromium mkfs.ext4:e2fsprogs zstd:zstd tmux:tmux; do
   bin=${pair%%:*}; pkg=${pair#*:}
   command -v "$bin" >/dev/null 2>&1 || need+=("$pkg")
 done
@@ -39,4 +39,20 @@ backports or the official tarball, and run this again.
 MSG
   exit 1
 fi
-echo "host-setup: ok ($(runc --version | head -1), $(go version | cut -d' ' -f3))"
+# gVisor: the runsc hutch targets, built from the Go module proxy (about a minute) into
+# /usr/local/bin, ahead of any distribution runsc on the PATH. Debian's runsc (20221219) is too
+# old: it refuses coreutils 9.1's statx (ls and stat fail in the default image), cannot save
+# host-network sandboxes (no memory snapshots) and has no --overlay2 (docs/ARCHITECTURE.md,
+# "gVisor runtime"). The build is skipped when the binary already carries this module version.
+RUNSC_VERSION=v0.0.0-20260905035102-160fafc42237
+RUNSC_BIN=/usr/local/bin/runsc
+if ! go version -m "$RUNSC_BIN" 2>/dev/null | grep -Eq "^[[:space:]]+mod[[:space:]]+gvisor.dev/gvisor[[:space:]]+$RUNSC_VERSION([[:space:]]|$)"; then
+  echo "host-setup: building runsc $RUNSC_VERSION into $RUNSC_BIN (about a minute)"
+  gobin=$(mktemp -d)
+  trap 'rm -rf "$gobin"' EXIT
+  GOBIN=$gobin CGO_ENABLED=0 go install "gvisor.dev/gvisor/runsc@$RUNSC_VERSION"
+  install -m 0755 "$gobin/runsc" "$RUNSC_BIN"
+  rm -rf "$gobin"
+  trap - EXIT
+fi
+echo "host-setup: ok ($(runc --version | head -1), runsc $RUNSC_VERSION, $(go version | cut -d' ' -f3))"

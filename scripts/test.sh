@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The second README command: set up the host and run the whole test suite (unit, privileged and
-# end-to-end tests on real runc, namespaces and images). Packages run one at a time because the
+# end-to-end tests on real runc, runsc, namespaces and images), then a core end-to-end subset
+# with gVisor as the default runtime. Packages run one at a time because the
 # privileged ones share the host's kernel state (nftables, mounts, cgroups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +10,9 @@ bash scripts/host-setup.sh
 go vet ./...
 bash scripts/build-console.sh --test
 go test -p 1 -count=1 -timeout 60m ./... "$@"
+
+# The core of the end-to-end suite once more with every sandbox on gVisor (hutchd --runtime
+# gvisor): exec, files, processes, preview URLs, terminals, watch, code contexts and egress.
+# The escape suite and TestGVisor ran on gVisor in the pass above.
+gvisor_core='^(TestExecAcceptance|TestFilesThroughHutchd|TestProcessAcceptance|TestPreviewAcceptance|TestTerminal|TestWatch|TestCodePython|TestEgressPolicyAPI|TestEgressFailClosed)$'
+HUTCH_TEST_RUNTIME=gvisor go test -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@"

@@ -47,7 +47,7 @@ type Config struct {
 	// RunscBinary is gVisor's runsc executable. Default "runsc" on PATH; when it is missing,
 	// the gvisor runtime is unavailable (RUNTIME_NOT_AVAILABLE).
 	RunscBinary string `json:"runscBinary"`
-	// RunscPlatform is gVisor's platform: "ptrace" (default) or "kvm".
+	// RunscPlatform is gVisor's platform: "systrap" (default), "ptrace" or "kvm".
 	RunscPlatform string `json:"runscPlatform"`
 	// Subnet is cut into one /30 per sandbox. Default 10.88.0.0/16.
 	Subnet string `json:"subnet"`
@@ -208,7 +208,7 @@ func Defaults() Config {
 		RuncBinary:       "runc",
 		Runtime:          "runc",
 		RunscBinary:      "runsc",
-		RunscPlatform:    "ptrace",
+		RunscPlatform:    "systrap",
 		Subnet:           "10.88.0.0/16",
 		IfPrefix:         "hsb",
 		NSPrefix:         "hutch-",
@@ -251,7 +251,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
 	rtName := fs.String("runtime", "", `isolation runtime of sandboxes created without one: "runc" or "gvisor" (env HUTCH_RUNTIME; default runc)`)
 	runsc := fs.String("runsc", "", "gVisor runsc binary (env HUTCH_RUNSC; default runsc)")
-	runscPlatform := fs.String("runsc-platform", "", `gVisor platform, "ptrace" or "kvm" (env HUTCH_RUNSC_PLATFORM; default ptrace)`)
+	runscPlatform := fs.String("runsc-platform", "", `gVisor platform, "systrap", "ptrace" or "kvm" (env HUTCH_RUNSC_PLATFORM; default systrap)`)
 	subnet := fs.String("subnet", "", "sandbox subnet (env HUTCH_SUBNET)")
 	ifPrefix := fs.String("if-prefix", "", "host veth name prefix (env HUTCH_IF_PREFIX)")
 	nsPrefix := fs.String("netns-prefix", "", "network namespace name prefix (env HUTCH_NETNS_PREFIX)")
@@ -493,8 +493,8 @@ func (c Config) Validate() error {
 	if c.Runtime != "runc" && c.Runtime != "gvisor" {
 		bad("runtime %q: want runc or gvisor", c.Runtime)
 	}
-	if c.RunscPlatform != "ptrace" && c.RunscPlatform != "kvm" {
-		bad("runsc platform %q: want ptrace or kvm", c.RunscPlatform)
+	if c.RunscPlatform != "systrap" && c.RunscPlatform != "ptrace" && c.RunscPlatform != "kvm" {
+		bad("runsc platform %q: want systrap, ptrace or kvm", c.RunscPlatform)
 	}
 	if c.NSPrefix == "" || c.NftTable == "" || c.CgroupParent == "" {
 		bad("netns prefix, nft table and cgroup parent must be set")

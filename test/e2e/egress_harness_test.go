@@ -54,6 +54,7 @@ func egressDaemon(t *testing.T, inet *egresstest.Internet, n egressDaemonNames, 
 		"--data-volume", "off",
 		"--log-level", "debug",
 		"--egress-dns", inet.DNSAddr(),
+		"--runtime", defaultRuntime,
 	}
 	if n.trustUpstream {
 		dm.Args = append(dm.Args, "--egress-root-ca", inet.CAFile)

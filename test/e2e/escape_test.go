@@ -224,6 +224,14 @@ if "fuse" in extra:
     if r != 0:
         print("fuse mount refused, errno", ctypes.get_errno())
         extra.discard("fuse")
+if "char" in extra and os.path.isdir("/dev/char") and not os.path.islink("/dev/char"):
+    # Newer Sentries add Linux's /dev/char: "major:minor" links to the devices above.
+    ok = lambda t: os.path.dirname(t) == "/dev" and os.path.basename(t) in std | {"fuse"} or os.path.dirname(t) == "/dev/pts"
+    odd = [n for n in os.listdir("/dev/char") if not os.path.islink("/dev/char/" + n) or not ok(os.path.realpath("/dev/char/" + n))]
+    if odd:
+        print("/dev/char holds", sorted((n, os.path.realpath("/dev/char/" + n)) for n in odd))
+    else:
+        extra.discard("char")
 extra = sorted(extra)
 print("ESCAPED extra devices: %s" % extra if extra else "BLOCKED only standard devices")`)},
 	{"read /proc/kcore, /proc/kallsyms, /proc/keys, /sys/kernel/security, /sys/firmware, /sys/kernel/debug", "masked paths (bind of /dev/null or an empty read-only tmpfs)", pyTry(`
@@ -383,11 +391,11 @@ print("ESCAPED %s" % hits if hits else "BLOCKED")`)},
 // its own. Attempts not listed are blocked by the same layers (network: the same namespace and
 // nftables; hutchd's APIs: the same agent and archive code).
 var gvisorBlockedBy = map[string]string{
-	"clone3 (flags unreadable by seccomp)":    "the Sentry does not implement clone3 (ENOSYS); libc falls back to clone",
+	"clone3 (flags unreadable by seccomp)":    "seccomp (SCMP_ACT_TRACE: ENOSYS, no tracer can attach); libc falls back to clone",
 	"open /dev/mem, /dev/kmem, /dev/port":     "the Sentry's /dev has no such devices",
 	"mknod /dev/mem and open it":              "no CAP_MKNOD; the Sentry has no host device files",
 	"mknod the host's disk and open it":       "no CAP_MKNOD; the Sentry has no host device files (no /proc/partitions either)",
-	"only the standard devices in /dev":       "the Sentry's /dev: the standard devices and its own fuse, unusable since mount is refused",
+	"only the standard devices in /dev":       "the Sentry's /dev: the standard devices (and /dev/char links to them) and its own fuse, unusable since mount is refused",
 	"write a cgroup release_agent":            "the Sentry's cgroupfs, read-only, has no release_agent",
 	"write /proc/sysrq-trigger and /proc/sys": "the Sentry's /proc (read-only /proc/sys, no sysrq-trigger)",
 	"raw socket":                                          "seccomp; no CAP_NET_RAW (runsc without --net-raw)",

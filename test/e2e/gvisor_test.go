@@ -57,6 +57,15 @@ func TestGVisor(t *testing.T) {
 		}
 	})
 
+	t.Run("ls and stat (statx)", func(t *testing.T) {
+		// Debian's runsc 20221219 refused coreutils 9.1's statx calls with EINVAL (ls, stat
+		// and mount(8) failed); the runsc host-setup.sh installs answers them.
+		out := mustExec(t, sb, "stat -c %F /workspace && ls -ld / | cut -c1")
+		if out != "directory\nd\n" {
+			t.Fatalf("stat/ls = %q; want \"directory\\nd\\n\"", out)
+		}
+	})
+
 	t.Run("files", func(t *testing.T) {
 		if err := sb.WriteFile(ctx, "notes/hello.txt", []byte("héllo gvisor\n")); err != nil {
 			t.Fatal(err)

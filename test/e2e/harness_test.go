@@ -39,6 +39,10 @@ var (
 	d           *daemontest.Daemon
 	gitAddr     string // host address of the example's git server
 	previewAddr string // the test hutchd's preview listener
+	// defaultRuntime is the runtime of sandboxes created without one: hutchd's --runtime,
+	// from HUTCH_TEST_RUNTIME ("runc" when unset, or "gvisor"). scripts/test.sh runs a core
+	// subset of the suite a second time with HUTCH_TEST_RUNTIME=gvisor.
+	defaultRuntime = "runc"
 )
 
 func TestMain(m *testing.M) {
@@ -55,6 +59,17 @@ func runMain(m *testing.M) int {
 		skipReason = "debootstrap is not installed (apt-get install debootstrap)"
 	case !have("nft"):
 		skipReason = "nft is not installed (apt-get install nftables)"
+	}
+	switch rt := os.Getenv("HUTCH_TEST_RUNTIME"); rt {
+	case "", "runc":
+	case "gvisor":
+		defaultRuntime = rt
+		if skipReason == "" && !have("runsc") {
+			skipReason = "HUTCH_TEST_RUNTIME=gvisor but runsc is not installed (scripts/host-setup.sh installs it)"
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "e2e: HUTCH_TEST_RUNTIME=%q: want runc or gvisor\n", rt)
+		return 2
 	}
 	if skipReason != "" {
 		fmt.Fprintln(os.Stderr, "e2e: skipping:", skipReason)
@@ -113,6 +128,16 @@ func requireEnv(t *testing.T) {
 	}
 }
 
+// skipOnGVisor skips t when the suite's default runtime is gvisor (HUTCH_TEST_RUNTIME=gvisor),
+// with why the test cannot apply there. Tests that choose their runtime themselves (the escape
+// and containment suites, TestGVisor) never need it.
+func skipOnGVisor(t *testing.T, why string) {
+	t.Helper()
+	if defaultRuntime == "gvisor" {
+		t.Skip("not on gVisor: " + why)
+	}
+}
+
 func have(bin string) bool { _, err := exec.LookPath(bin); return err == nil }
 
 func imagesDir() string {
@@ -147,6 +172,7 @@ func startDaemon() (*daemontest.Daemon, error) {
 		"--preview-listen", previewAddr,
 		"--log-level", "debug",
 		"--data-volume-size", "12G",
+		"--runtime", defaultRuntime,
 	}
 	return dm, dm.Start(context.Background())
 }

@@ -157,6 +157,10 @@ func TestProcessAcceptance(t *testing.T) {
 			t.Fatalf("stdout holds %d bytes starting %q; want ≤ 1 MiB after a dropped marker", len(logs.Stdout), logs.Stdout[:80])
 		}
 		// The agent never held the 50 MiB: its peak resident size stays far below.
+		if defaultRuntime == "gvisor" {
+			t.Log("peak RSS not checked: gVisor's /proc/<pid>/status has no VmHWM")
+			return
+		}
 		res, err := sb.Exec(ctx, `for p in $(pgrep -f 'hutch-init serve'); do grep VmHWM /proc/$p/status; done`, nil)
 		if err != nil {
 			t.Fatal(err)

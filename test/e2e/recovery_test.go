@@ -24,7 +24,7 @@ type leftovers struct {
 	links      []string // host links <ifPrefix>*
 	mounts     []string // mounts under <state>/sandboxes
 	cgroups    []string // cgroup dirs of the sandboxes
-	inits      []string // PIDs of sandbox PID 1s (hutch-init) in e2e-* cgroups
+	inits      []string // PIDs of sandbox PID 1s (hutch-init; on gVisor the Sentry) in e2e-* cgroups
 }
 
 func (l leftovers) String() string {
@@ -32,24 +32,38 @@ func (l leftovers) String() string {
 		l.containers, l.netns, l.links, l.mounts, l.cgroups, l.inits)
 }
 
+// runcContainers lists the test daemon's containers, ID → status: runc's and, when runsc is
+// installed, runsc's (the gvisor runtime; <state>/runsc), so the checks hold on both runtimes.
 func runcContainers(t *testing.T) map[string]string {
 	t.Helper()
-	out, err := exec.Command("runc", "--root", filepath.Join(d.StateDir, "runc"), "list", "--format", "json").Output()
-	if err != nil {
-		t.Fatalf("runc list: %v", err)
-	}
-	var list []struct {
-		ID     string `json:"id"`
-		Status string `json:"status"`
-	}
-	if s := strings.TrimSpace(string(out)); s != "" && s != "null" {
-		if err := json.Unmarshal(out, &list); err != nil {
-			t.Fatalf("runc list: %v: %s", err, out)
-		}
-	}
 	m := map[string]string{}
-	for _, c := range list {
-		m[c.ID] = c.Status
+	tools := [][]string{{"runc", "--root", filepath.Join(d.StateDir, "runc"), "list", "--format", "json"}}
+	if have("runsc") {
+		tools = append(tools, []string{"runsc", "--root", filepath.Join(d.StateDir, "runsc"), "list", "--format", "json"})
+	}
+	for _, args := range tools {
+		if args[0] == "runsc" {
+			if _, err := os.Stat(args[2]); err != nil {
+				continue // hutchd made no runsc state directory
+			}
+		}
+		out, err := exec.Command(args[0], args[1:]...).Output()
+		if err != nil {
+			t.Fatalf("%s list: %v", args[0], err)
+		}
+		var list []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		}
+		if s := strings.TrimSpace(string(out)); s != "" && s != "null" {
+			if err := json.Unmarshal(out, &list); err != nil {
+				t.Fatalf("%s list: %v: %s", args[0], err, out)
+			}
+		}
+		for _, c := range list {
+			// runsc knows sandbox "x" as "x." (internal/runtime/runsc: runscID).
+			m[strings.TrimSuffix(c.ID, ".")] = c.Status
+		}
 	}
 	return m
 }
@@ -102,7 +116,10 @@ func scanLeftovers(t *testing.T) leftovers {
 		args := strings.Split(string(b), "\x00")
 		// A sandbox's PID 1 is "/.hutch/hutch-init --listen-fd 3 …"; its server child runs
 		// "hutch-init serve …" and each command's shell "hutch-init shim …".
-		if args[0] != "/.hutch/hutch-init" || len(args) < 2 || !strings.HasPrefix(args[1], "--") {
+		// On gVisor the sandbox's processes live in its Sentry ("runsc-sandbox … boot …"),
+		// which stands for them here.
+		sentry := args[0] == "runsc-sandbox" && slices.Contains(args, "boot")
+		if !sentry && (args[0] != "/.hutch/hutch-init" || len(args) < 2 || !strings.HasPrefix(args[1], "--")) {
 			continue
 		}
 		cg, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cgroup"))

@@ -33,7 +33,7 @@ rm -rf /etc/skel && mkdir /etc/skel && echo new > /etc/skel/only
 // diskCheck prints what diskScript made, as seen inside a sandbox.
 const diskCheck = `cd /workspace/s && cat a.txt && stat -c '%a %u:%g %h' a.txt && readlink link &&
 [ "$(stat -c %i a.txt)" = "$(stat -c %i hard)" ] && echo same-inode &&
-stat -c '%a %u:%g %F' d && stat -c '%F' pipe && [ "$(sha256sum big | cut -d' ' -f1)" = "$(cat big.sum)" ] && echo big-ok &&
+stat -c '%a %u:%g %F' d && { stat -c '%F' pipe 2>/dev/null || echo no-fifo; } && [ "$(sha256sum big | cut -d' ' -f1)" = "$(cat big.sum)" ] && echo big-ok &&
 stat -c '%a' /usr/local/bin/mytrue &&
 { test -e /etc/motd && echo motd-back || echo motd-gone; } &&
 { test -e /usr/share/doc/bash && echo bashdoc-back || echo bashdoc-gone; } &&
@@ -79,8 +79,14 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	start = time.Now()
 	cp := sandbox(t, "e2e-snap-copy", &client.SandboxOptions{Snapshot: snap.ID})
 	t.Logf("new sandbox from the snapshot (layer cached): %v", time.Since(start).Round(time.Millisecond))
-	if got := mustExec(t, cp, diskCheck); got != diskWant {
-		t.Errorf("sandbox from snapshot:\n%s\nwant:\n%s", got, diskWant)
+	want := diskWant
+	if defaultRuntime == "gvisor" {
+		// gVisor keeps a FIFO made in the sandbox in the Sentry's memory (its gofer does not
+		// create it on the host), so the disk, and the snapshot, never hold it.
+		want = strings.Replace(want, "\nfifo\n", "\nno-fifo\n", 1)
+	}
+	if got := mustExec(t, cp, diskCheck); got != want {
+		t.Errorf("sandbox from snapshot:\n%s\nwant:\n%s", got, want)
 	}
 	if got := mustExec(t, cp, "test -e /workspace/s/later && echo leaked || echo absent; echo $SNAP_VAR"); got != "absent\nv1\n" {
 		t.Errorf("later change / env in the copy: %q", got)
@@ -102,7 +108,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	gc := sandbox(t, "e2e-snap-grandchild", &client.SandboxOptions{Snapshot: snap2.ID})
 	// (a.txt's link count still says 2: overlayfs reports the lower inode's count, which the
 	// whiteout of "hard" in the upper layer does not change.)
-	want := "child\nhello snapshot\nabsent\nabsent\nmotd-gone\n"
+	want = "child\nhello snapshot\nabsent\nabsent\nmotd-gone\n"
 	if got := mustExec(t, gc, `cd /workspace/s && cat child a.txt &&
 		{ test -e hard && echo present || echo absent; } && { test -e d && echo present || echo absent; } &&
 		{ test -e /etc/motd && echo motd-back || echo motd-gone; }`); got != want {

@@ -29,7 +29,13 @@ type termReader struct {
 func (r *termReader) until(want string) []byte {
 	r.t.Helper()
 	chunk := make([]byte, 64<<10)
-	deadline := time.Now().Add(2 * time.Minute)
+	// A hang bound, not a speed check. gVisor's pty is slow: 10 MiB through one took 25 s
+	// with runsc alone on systrap and over 2 minutes through hutch on ptrace.
+	bound := 2 * time.Minute
+	if defaultRuntime == "gvisor" {
+		bound = 8 * time.Minute
+	}
+	deadline := time.Now().Add(bound)
 	from := 0 // r.buf[:from] holds no match
 	for {
 		if i := bytes.Index(r.buf[from:], []byte(want)); i >= 0 {

@@ -97,7 +97,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 	}
 	logPath := filepath.Join(r.bundle(id), "runsc-checkpoint.log")
 	started := time.Now()
-	cmd := r.command(ctx, "--log", logPath, "checkpoint", "--image-path", dir, id)
+	cmd := r.command(ctx, "--log", logPath, "checkpoint", "--image-path", dir, runscID(id))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -166,7 +166,7 @@ func (r *Runtime) restore(ctx context.Context, spec runtime.Spec, bundle, dir st
 	defer out.Close()
 	runscLog := filepath.Join(bundle, "runsc-restore.log")
 	pidFile := filepath.Join(bundle, "pid")
-	cmd := r.command(ctx, "--log", runscLog, "restore", "--detach", "--image-path", dir, "--bundle", bundle, "--pid-file", pidFile, spec.ID)
+	cmd := r.command(ctx, "--log", runscLog, "restore", "--detach", "--image-path", dir, "--bundle", bundle, "--pid-file", pidFile, runscID(spec.ID))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {

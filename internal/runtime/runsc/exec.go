@@ -40,7 +40,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 		stderr = io.Discard
 	}
 	var mu sync.Mutex
-	cmd := r.command(ctx, append([]string{"exec", id}, args...)...)
+	cmd := r.command(ctx, append([]string{"exec", runscID(id)}, args...)...)
 	cmd.Stdout = &lockedWriter{mu: &mu, w: stdout}
 	cmd.Stderr = &lockedWriter{mu: &mu, w: stderr}
 	err := cmd.Run()

@@ -25,7 +25,7 @@ type stateJSON struct {
 }
 
 func (s stateJSON) state() runtime.State {
-	st := runtime.State{ID: s.ID, Status: runtime.Status(s.Status), Pid: s.Pid}
+	st := runtime.State{ID: sandboxID(s.ID), Status: runtime.Status(s.Status), Pid: s.Pid}
 	if st.Status == runtime.StatusStopped {
 		st.Pid = 0
 	}
@@ -105,7 +105,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (
 	// log only; --log keeps a copy we can classify.
 	runscLog := filepath.Join(bundle, "runsc-start.log")
 	pidFile := filepath.Join(bundle, "pid")
-	cmd := r.command(ctx, "--log", runscLog, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, spec.ID)
+	cmd := r.command(ctx, "--log", runscLog, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, runscID(spec.ID))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
@@ -155,7 +155,7 @@ func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
 	if err := ocispec.CheckID(id); err != nil {
 		return runtime.State{}, err
 	}
-	out, err := r.runSimple(ctx, "state", id, "state", id)
+	out, err := r.runSimple(ctx, "state", id, "state", runscID(id))
 	if err != nil {
 		return runtime.State{}, err
 	}
@@ -194,7 +194,7 @@ func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all b
 	if all {
 		args = append(args, "--all")
 	}
-	args = append(args, id, strconv.Itoa(int(sig)))
+	args = append(args, runscID(id), strconv.Itoa(int(sig)))
 	_, err := r.runSimple(ctx, "kill", id, args...)
 	return err
 }
@@ -217,7 +217,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 	if force {
 		args = append(args, "--force")
 	}
-	args = append(args, id)
+	args = append(args, runscID(id))
 	if _, err := r.runSimple(ctx, "delete", id, args...); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
 		if !force {
 			return err

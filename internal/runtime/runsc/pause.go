@@ -14,7 +14,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if err := ocispec.CheckID(id); err != nil {
 		return err
 	}
-	_, err := r.runSimple(ctx, "pause", id, "pause", id)
+	_, err := r.runSimple(ctx, "pause", id, "pause", runscID(id))
 	return err
 }
 
@@ -24,6 +24,6 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 	if err := ocispec.CheckID(id); err != nil {
 		return err
 	}
-	_, err := r.runSimple(ctx, "resume", id, "resume", id)
+	_, err := r.runSimple(ctx, "resume", id, "resume", runscID(id))
 	return err
 }

@@ -6,8 +6,11 @@
 // runsc flags (the same on every invocation; see the "gVisor runtime" section of
 // docs/ARCHITECTURE.md for why):
 //
-//   - --platform=ptrace (Config.Platform): the Sentry intercepts system calls with ptrace. The
-//     kvm platform hangs under nested virtualisation.
+//   - --platform=systrap (Config.Platform): the Sentry intercepts system calls with seccomp
+//     traps in stub processes. The kvm platform hangs under nested virtualisation; ptrace works
+//     but costs about 17 host tasks per sandbox process (measured: 200 sleeping processes held
+//     3,572 host tasks, against 435 with systrap), so a sandbox's pids limit killed its Sentry
+//     at a few dozen processes.
 //   - --network=host, with the sandbox's network namespace in the spec's linux.namespaces: the
 //     Sentry and its gofer join that namespace (runsc is not run inside it), and the Sentry's
 //     sockets are host sockets of that namespace. Loopback dials from hutchd (preview URLs), the
@@ -72,7 +75,7 @@ type Config struct {
 	// container; default "hutch". The runc backend of the same hutchd may share it (container
 	// IDs are unique across backends).
 	CgroupParent string
-	// Platform is gVisor's platform: "ptrace" (default) or "kvm".
+	// Platform is gVisor's platform: "systrap" (default), "ptrace" or "kvm".
 	Platform string
 	// Network is runsc's --network: "host" (default; see the package doc) or "none" (no
 	// network at all but loopback, which gVisor can checkpoint: hostinet sockets cannot be
@@ -112,10 +115,10 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	}
 	platform := cfg.Platform
 	if platform == "" {
-		platform = "ptrace"
+		platform = "systrap"
 	}
-	if platform != "ptrace" && platform != "kvm" {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: platform %q: want ptrace or kvm", platform)
+	if platform != "systrap" && platform != "ptrace" && platform != "kvm" {
+		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: platform %q: want systrap, ptrace or kvm", platform)
 	}
 	network := cfg.Network
 	if network == "" {
@@ -237,8 +240,12 @@ func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
 //
 // runsc builds its seccomp program with EPERM for every errno action: it ignores ErrnoRet, so
 // the profile's "clone3 answers ENOSYS" rule would answer EPERM, and glibc, which falls back to
-// clone only on ENOSYS, could not start threads. This Sentry does not implement clone3 and
-// answers ENOSYS itself, so the rule becomes an allow rule here (TestSeccompInSentry checks that answer).
+// clone only on ENOSYS, could not start threads. An allow rule is no answer either: the runsc
+// hutch targets implements clone3, whose flags (in memory) seccomp cannot read, so CLONE_NEW*
+// would reach the Sentry past the clone rule. The rule becomes SCMP_ACT_TRACE instead: with no
+// tracer attached the Sentry answers ENOSYS without running the call (as Linux does), and
+// nothing in the sandbox can attach one, since the same profile refuses ptrace
+// (TestSeccompInSentry checks the answer).
 //
 // runsc looks names up in its own system call table and skips the ones it lacks (it logs
 // "OCI seccomp: ignoring syscall"). Two consequences: a call named differently there must be
@@ -246,12 +253,23 @@ func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
 // an interactive bash exits at once), and a call this Sentry does not implement answers EPERM
 // instead of ENOSYS (openat2, fchmodat2, futex_waitv, landlock_*, …: libcs that fall back only
 // on ENOSYS fail there instead).
+//
+// The pids limit moves into the Sentry: the sandbox's processes get RLIMIT_NPROC = the limit,
+// which the Sentry enforces on every task of uid 0 (it exempts only CAP_SYS_ADMIN and
+// CAP_SYS_RESOURCE, which sandboxes lack), and the host cgroup gets SentryPids(limit), room
+// for the Sentry's own threads and the platform's stub tasks as well (see SentryPids).
 func adapt(spec *specs.Spec) {
 	spec.Linux.Sysctl = nil
+	if res := spec.Linux.Resources; res != nil && res.Pids != nil && res.Pids.Limit > 0 && spec.Process != nil {
+		n := uint64(res.Pids.Limit)
+		spec.Process.Rlimits = slices.DeleteFunc(spec.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_NPROC" })
+		spec.Process.Rlimits = append(spec.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
+		res.Pids.Limit = SentryPids(res.Pids.Limit)
+	}
 	if sc := spec.Linux.Seccomp; sc != nil {
 		for i, rule := range sc.Syscalls {
 			if slices.Equal(rule.Names, []string{"clone3"}) && rule.Action == specs.ActErrno {
-				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActAllow}
+				sc.Syscalls[i] = specs.LinuxSyscall{Names: rule.Names, Action: specs.ActTrace}
 			}
 		}
 		if slices.ContainsFunc(sc.Syscalls, func(r specs.LinuxSyscall) bool {
@@ -261,6 +279,26 @@ func adapt(spec *specs.Spec) {
 		}
 	}
 }
+
+// SentryPids is the host pids limit of a gVisor sandbox whose processes may hold limit tasks
+// (limit > 0): 3×limit + 256. On the host every sandbox task costs the Sentry a thread and
+// the platform stub tasks (systrap: about 2.2 host tasks per sleeping process, measured 147
+// for 60), and the Sentry has its own Go threads; when the host limit is reached first, the
+// Sentry cannot make a thread and the whole sandbox dies. The sandbox's own limit is enforced
+// inside, where a fork past it fails with EAGAIN as on runc (RLIMIT_NPROC, see adapt). The
+// host limit still bounds a sandbox that spreads its tasks over several uids (RLIMIT_NPROC
+// counts per user): that one loses its Sentry, never a neighbour.
+func SentryPids(limit int64) int64 { return 3*limit + 256 }
+
+// runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
+// its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
+// and "creds-fork" running: "id is ambiguous", even though one matches exactly); sandbox IDs
+// never contain ".", so with the suffix no ID is a prefix of another. sandboxID undoes it for
+// the IDs runsc lists.
+func runscID(id string) string { return id + "." }
+
+// sandboxID is the sandbox ID of a runsc container ID (see runscID).
+func sandboxID(rid string) string { return strings.TrimSuffix(rid, ".") }
 
 func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
 
