@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/image"
 )
 
 // runGVisor is the -gvisor mode (issue 8): create → first exec and the exec round trip through
@@ -29,11 +28,7 @@ func runGVisor(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	defer func() { err = stopDaemon(ctx, cfg, d, 2*time.Minute, err) }()
 	c := d.Client()
-	progress("ensuring the default image (builds it if missing; minutes)")
-	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
-		return err
-	}
-	img, err := image.NewStore(cfg.imagesDir, nil).Resolve(image.DefaultName)
+	img, err := ensureImage(ctx, c, cfg.imagesDir)
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,6 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/gitserve"
-	"github.com/hutchdev/hutch/internal/image"
 )
 
 //go:embed all:testdata/headline
@@ -144,11 +143,7 @@ func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
 		}
 	}()
 	h.c = d.Client()
-	progress("ensuring the default image (builds it if missing; minutes)")
-	if _, err := h.c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
-		return err
-	}
-	img, err := image.NewStore(cfg.imagesDir, nil).Resolve(image.DefaultName)
+	img, err := ensureImage(ctx, h.c, cfg.imagesDir)
 	if err != nil {
 		return err
 	}

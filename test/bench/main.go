@@ -160,11 +160,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	}
 	defer func() { err = stopDaemon(ctx, cfg, d, 2*time.Minute, err) }()
 	c := d.Client()
-	progress("ensuring the default image (builds it if missing; minutes)")
-	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
-		return err
-	}
-	img, err := image.NewStore(cfg.imagesDir, nil).Resolve(image.DefaultName)
+	img, err := ensureImage(ctx, c, cfg.imagesDir)
 	if err != nil {
 		return err
 	}
@@ -245,6 +241,15 @@ func interrupted(ctx context.Context, err error) error {
 		return errors.New("interrupted")
 	}
 	return err
+}
+
+// ensureImage builds the default image through c if imagesDir lacks it (minutes) and returns it.
+func ensureImage(ctx context.Context, c *client.Client, imagesDir string) (image.Image, error) {
+	progress("ensuring the default image (builds it if missing; minutes)")
+	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
+		return image.Image{}, err
+	}
+	return image.NewStore(imagesDir, nil).Resolve(image.DefaultName)
 }
 
 func randomTag() string {

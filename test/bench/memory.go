@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -68,15 +67,11 @@ func memoryRound(ctx context.Context, cfg config, it sandbox.InstanceType, bins,
 	}
 	defer func() { err = stopDaemon(ctx, cfg, d, 2*time.Minute, err) }()
 	c := d.Client()
-	progress("ensuring the default image (builds it if missing; minutes)")
-	if _, err := c.BuildImage(ctx, image.DefaultName, func(line string) { progress("image: %s", line) }); err != nil {
+	img, err := ensureImage(ctx, c, cfg.imagesDir)
+	if err != nil {
 		return err
 	}
 	if mode == "memory" {
-		img, err := image.NewStore(cfg.imagesDir, nil).Resolve(image.DefaultName)
-		if err != nil {
-			return err
-		}
 		printEnv(out, cfg, it, img)
 	}
 	id := "bench-mem-" + randomTag()
