@@ -71,9 +71,11 @@ func (m *Manager) mountRoot(ctx context.Context, rec store.Sandbox, lower, ddir,
 				return fmt.Errorf("sandbox dir: %w", err)
 			}
 		}
-		if err := rootMode(upper, lower); err != nil {
-			return err
-		}
+	}
+	// A fresh upper takes the image root's mode (hutchd made it 0700): on every runtime, so
+	// that users other than root can reach / (a tester's finding on gVisor and userns-off).
+	if err := rootMode(upper, lower); err != nil {
+		return err
 	}
 	err = rootfs.MapLowers(m.sandboxDir(rec.ID), strings.Split(lower, ":"), ns, func(mapped []string) error {
 		return m.rootfs.Mount(rootfs.JoinLower(mapped...), upper, work, merged)

@@ -255,3 +255,23 @@ func TestGVisorForkKeepsRuntime(t *testing.T) {
 		t.Fatalf("fork: %q; want the source's file under gVisor's kernel", out)
 	}
 }
+
+// TestNonRootUserRuns: "/" has the image root's mode on every runtime, so a user other than
+// root can run programs (on gVisor, and on runc without user namespaces, "/" was 0700 and
+// `su` failed: a tester's finding).
+func TestNonRootUserRuns(t *testing.T) {
+	requireEnv(t)
+	opts := map[string]*client.SandboxOptions{"runc": nil}
+	if have("runsc") {
+		opts["gvisor"] = &client.SandboxOptions{Runtime: "gvisor"}
+	}
+	for name, o := range opts {
+		t.Run(name, func(t *testing.T) {
+			sb := sandbox(t, "e2e-nonroot-"+name, o)
+			out := mustExec(t, sb, "stat -c %a /; id -u dave >/dev/null 2>&1 || useradd -m dave; su dave -c 'id -un; echo hi > ~/f && cat ~/f'")
+			if out != "755\ndave\nhi\n" {
+				t.Fatalf("as a non-root user: %q; want 755, dave, hi", out)
+			}
+		})
+	}
+}
