@@ -120,67 +120,10 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 // again with the same contents); the old container must be deleted first. The bundle is
 // rewritten from spec. Errors as Start's; on error nothing of the container is left behind.
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, dir string) (runtime.State, error) {
-	if err := ocispec.CheckSpec(spec); err != nil {
-		return runtime.State{}, err
+	if dir == "" {
+		return runtime.State{}, fmt.Errorf("runsc restore %s: no image directory: %w", spec.ID, errdefs.ErrNotFound)
 	}
-	if len(spec.ExtraFiles) > 0 {
-		return runtime.State{}, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: runsc cannot pass inherited files to PID 1", spec.ID)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
-		return runtime.State{}, fmt.Errorf("runsc restore %s: no checkpoint image in %s: %w", spec.ID, dir, errors.Join(errdefs.ErrNotFound, err))
-	}
-	oci, err := r.BuildSpec(spec)
-	if err != nil {
-		return runtime.State{}, err
-	}
-	if _, err := r.State(ctx, spec.ID); err == nil {
-		return runtime.State{}, fmt.Errorf("runsc restore %s: %w", spec.ID, errdefs.ErrAlreadyExists)
-	} else if !errors.Is(err, errdefs.ErrNotFound) {
-		return runtime.State{}, err
-	}
-	bundle := r.bundle(spec.ID)
-	if err := ocispec.WriteBundle(bundle, oci); err != nil {
-		return runtime.State{}, fmt.Errorf("runsc: %w", err)
-	}
-	started := time.Now()
-	st, err := r.restore(ctx, spec, bundle, dir)
-	if err != nil {
-		r.log.Warn("container restore failed", "id", spec.ID, "err", err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
-			r.log.Error("cleanup after failed restore", "id", spec.ID, "err", derr)
-		}
-		return runtime.State{}, err
-	}
-	r.log.Info("container restored", "id", spec.ID, "pid", st.Pid, "image", dir, "took", time.Since(started).Round(time.Microsecond))
-	return st, nil
-}
-
-func (r *Runtime) restore(ctx context.Context, spec runtime.Spec, bundle, dir string) (runtime.State, error) {
-	stdin, out, err := openStdio(spec.LogPath)
-	if err != nil {
-		return runtime.State{}, err
-	}
-	defer stdin.Close()
-	defer out.Close()
-	runscLog := filepath.Join(bundle, "runsc-restore.log")
-	pidFile := filepath.Join(bundle, "pid")
-	cmd := r.command(ctx, "--log", runscLog, "restore", "--detach", "--image-path", dir, "--bundle", bundle, "--pid-file", pidFile, runscID(spec.ID))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return runtime.State{}, fmt.Errorf("runsc restore %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
-		}
-		logText, _ := os.ReadFile(runscLog)
-		return runtime.State{}, runscError("restore", spec.ID, err, errorLines(string(logText)))
-	}
-	if b, err := os.ReadFile(pidFile); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			return runtime.State{ID: spec.ID, Status: runtime.StatusRunning, Pid: pid}, nil
-		}
-	}
-	return r.State(ctx, spec.ID)
+	return r.launch(ctx, spec, dir)
 }
 
 // checkpointReason shortens a failed checkpoint's message to its first line, without the dump

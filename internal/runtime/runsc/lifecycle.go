@@ -40,11 +40,26 @@ func (s stateJSON) state() runtime.State {
 // leaves it untouched; any other failure removes everything Start made (sandbox, cgroups,
 // bundle) and its error carries runsc's message.
 func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, error) {
+	return r.launch(ctx, spec, "")
+}
+
+// launch runs spec's container: afresh (`runsc run`), or with image (a directory Checkpoint
+// wrote) from that image (`runsc restore`). See Start and Restore.
+func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (runtime.State, error) {
+	op := "start"
+	if image != "" {
+		op = "restore"
+	}
 	if err := ocispec.CheckSpec(spec); err != nil {
 		return runtime.State{}, err
 	}
 	if len(spec.ExtraFiles) > 0 {
 		return runtime.State{}, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: runsc cannot pass inherited files to PID 1", spec.ID)
+	}
+	if image != "" {
+		if _, err := os.Stat(filepath.Join(image, "checkpoint.img")); err != nil {
+			return runtime.State{}, fmt.Errorf("runsc restore %s: no checkpoint image in %s: %w", spec.ID, image, errors.Join(errdefs.ErrNotFound, err))
+		}
 	}
 	oci, err := r.BuildSpec(spec)
 	if err != nil {
@@ -53,7 +68,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 	// runsc keeps each container's state in <root>/<id>_sandbox:<id>.state (and a lock file);
 	// `runsc state` is the reliable test that the ID is taken.
 	if _, err := r.State(ctx, spec.ID); err == nil {
-		return runtime.State{}, fmt.Errorf("runsc start %s: %w", spec.ID, errdefs.ErrAlreadyExists)
+		return runtime.State{}, fmt.Errorf("runsc %s %s: %w", op, spec.ID, errdefs.ErrAlreadyExists)
 	} else if !errors.Is(err, errdefs.ErrNotFound) {
 		return runtime.State{}, err
 	}
@@ -62,17 +77,17 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		return runtime.State{}, fmt.Errorf("runsc: %w", err)
 	}
 	started := time.Now()
-	st, err := r.start(ctx, spec, bundle)
+	st, err := r.run(ctx, spec, bundle, op, image)
 	if err != nil {
-		r.log.Warn("container start failed", "id", spec.ID, "err", err)
+		r.log.Warn("container "+op+" failed", "id", spec.ID, "err", err)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
-			r.log.Error("cleanup after failed start", "id", spec.ID, "err", derr)
+			r.log.Error("cleanup after failed "+op, "id", spec.ID, "err", derr)
 		}
 		return runtime.State{}, err
 	}
-	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	return st, nil
 }
 
@@ -94,7 +109,9 @@ func openStdio(logPath string) (stdin, out *os.File, err error) {
 	return stdin, out, nil
 }
 
-func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (runtime.State, error) {
+// run runs `runsc run` (op "start") or `runsc restore --image-path image` (op "restore")
+// detached, with the container's stdio, and returns the running state.
+func (r *Runtime) run(ctx context.Context, spec runtime.Spec, bundle, op, image string) (runtime.State, error) {
 	stdin, out, err := openStdio(spec.LogPath)
 	if err != nil {
 		return runtime.State{}, err
@@ -103,16 +120,20 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (
 	defer out.Close()
 	// runsc's stdio is donated to the container, so its own errors would land in the container
 	// log only; --log keeps a copy we can classify.
-	runscLog := filepath.Join(bundle, "runsc-start.log")
+	runscLog := filepath.Join(bundle, "runsc-"+op+".log")
 	pidFile := filepath.Join(bundle, "pid")
-	cmd := r.command(ctx, "--log", runscLog, "run", "--detach", "--bundle", bundle, "--pid-file", pidFile, runscID(spec.ID))
+	args := []string{"--log", runscLog, "run", "--detach"}
+	if image != "" {
+		args = []string{"--log", runscLog, "restore", "--detach", "--image-path", image}
+	}
+	cmd := r.command(ctx, append(args, "--bundle", bundle, "--pid-file", pidFile, runscID(spec.ID))...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
-			return runtime.State{}, fmt.Errorf("runsc start %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
+			return runtime.State{}, fmt.Errorf("runsc %s %s: %w", op, spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
 		}
 		logText, _ := os.ReadFile(runscLog)
-		return runtime.State{}, runscError("start", spec.ID, err, errorLines(string(logText)))
+		return runtime.State{}, runscError(op, spec.ID, err, errorLines(string(logText)))
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
