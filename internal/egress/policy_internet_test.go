@@ -101,10 +101,17 @@ func TestPolicyInternet(t *testing.T) {
 	if status != "200" || !strings.Contains(body, `"tls":true`) {
 		t.Fatalf("https: %s %q %v", status, body, err)
 	}
+	// A tunnel's event is written when the spliced connection ends, which may be just after
+	// curl has its answer: look again for a while.
 	var sawHTTP, sawTunnel bool
-	for _, e := range h.events("") {
-		sawHTTP = sawHTTP || (e.Kind == audit.KindHTTP && e.OrigDst == egresstest.APIIP+":80" && e.Host == "plain.example.test" && e.Status == 200 && e.Decision == "allow")
-		sawTunnel = sawTunnel || (e.Kind == audit.KindConn && e.OrigDst == egresstest.APIIP+":443" && e.Host == "api.example.test" && e.Decision == "tunnel")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		for _, e := range h.events("") {
+			sawHTTP = sawHTTP || (e.Kind == audit.KindHTTP && e.OrigDst == egresstest.APIIP+":80" && e.Host == "plain.example.test" && e.Status == 200 && e.Decision == "allow")
+			sawTunnel = sawTunnel || (e.Kind == audit.KindConn && e.OrigDst == egresstest.APIIP+":443" && e.Host == "api.example.test" && e.Decision == "tunnel")
+		}
+		if (sawHTTP && sawTunnel) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if !sawHTTP || !sawTunnel {
 		t.Errorf("audit lacks the http (%v) or tunnel (%v) event: %+v", sawHTTP, sawTunnel, h.events(""))
