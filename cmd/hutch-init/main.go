@@ -9,7 +9,10 @@
 //
 // Usage: hutch-init [serve] [--socket PATH | --listen-fd N | --listen-tcp ADDR] [--workdir DIR] [--state-dir DIR]
 // [--process-dir DIR] [--process-log-bytes N] [--process-retention DURATION]
-// [--session-file PATH] [--log-level LEVEL]
+// [--session-file PATH] [--memory-limit BYTES] [--log-level LEVEL]
+//
+// --memory-limit makes the agent enforce the sandbox's memory limit itself (package oom,
+// Enforcer): hutchd passes it for runtimes whose kernel does not (gVisor).
 package main
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/agent"
 	"github.com/hutchdev/hutch/internal/agent/catrust"
+	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
@@ -51,6 +55,9 @@ type config struct {
 	processRetention time.Duration
 	// sessionFile keeps the sessions' cwd and env across a sleep or stop (on the sandbox's disk).
 	sessionFile string
+	// memoryLimit > 0: the sandbox's kernel does not enforce its memory limit (gVisor), the
+	// agent does (oom.Enforcer), in bytes.
+	memoryLimit int64
 	logLevel    slog.Level
 }
 
@@ -66,12 +73,16 @@ func parse(args []string) (config, error) {
 	fs.IntVar(&c.processLogBytes, "process-log-bytes", process.DefaultLogBytes, "default log buffer per stream of a background process, in bytes (65536-268435456)")
 	fs.DurationVar(&c.processRetention, "process-retention", process.DefaultRetention, "how long finished background processes are kept")
 	fs.StringVar(&c.sessionFile, "session-file", "/var/lib/hutch-agent/sessions.json", "where sessions (cwd, env) are saved at shutdown and restored at start (on the sandbox's disk; empty: not kept)")
+	fs.Int64Var(&c.memoryLimit, "memory-limit", 0, "enforce this memory limit (bytes) on the sandbox's processes, for runtimes whose kernel does not (gVisor); 0: the kernel does")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if c.processLogBytes < process.MinLogBytes || c.processLogBytes > process.MaxLogBytes {
 		return c, fmt.Errorf("--process-log-bytes %d: want %d-%d", c.processLogBytes, process.MinLogBytes, process.MaxLogBytes)
+	}
+	if c.memoryLimit < 0 {
+		return c, fmt.Errorf("--memory-limit %d: want bytes, or 0", c.memoryLimit)
 	}
 	if c.processRetention <= 0 {
 		return c, fmt.Errorf("--process-retention %s: want a positive duration", c.processRetention)
@@ -164,6 +175,16 @@ func run(cfg config, log *slog.Logger) error {
 		cfg.stateDir = dir
 	}
 	installEgressCA(log)
+	if cfg.memoryLimit > 0 {
+		// Before the first command: its exec result must count the enforcer's kills.
+		e := &oom.Enforcer{Limit: cfg.memoryLimit, Exempt: []int{os.Getpid()}, Log: log.With("role", "oom")}
+		oom.Default.Enforcer = e
+		go func() {
+			if err := e.Run(ctx); err != nil {
+				log.Error("memory limit not enforced", "err", err)
+			}
+		}()
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("own path: %w", err)
@@ -173,6 +194,7 @@ func run(cfg config, log *slog.Logger) error {
 		Shim:         []string{self, "shim", "--fds", "2", "--"},
 		TerminalShim: []string{self, "shim", "--"},
 		ProcessDir:   cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
+		MemoryLimit: cfg.memoryLimit,
 		SessionFile: cfg.sessionFile,
 	})
 	if err != nil {

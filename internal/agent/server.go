@@ -54,6 +54,10 @@ type Config struct {
 	ProcessLogBytes int
 	// ProcessRetention is how long finished background processes are kept; 0 means 1 h.
 	ProcessRetention time.Duration
+	// MemoryLimit is the sandbox's memory limit in bytes when the agent enforces it itself
+	// (hutch-init --memory-limit, gVisor); 0 means the limit is read from the sandbox's cgroup.
+	// The processes' log budget is a share of it (process.LogBudgetShare).
+	MemoryLimit int64
 	// SessionFile keeps the sessions (ID, cwd, environment) across a shutdown: Serve saves
 	// them there when it shuts down and New restores them (session.Config.SaveFile). It must be
 	// on the sandbox's disk (not a tmpfs); empty disables it.
@@ -112,6 +116,9 @@ func New(cfg Config) (*Server, error) {
 		version = "dev"
 	}
 	pcfg := process.Config{Sessions: m, Dir: cfg.ProcessDir, LogBytes: cfg.ProcessLogBytes, Retention: cfg.ProcessRetention, Logger: log}
+	if cfg.MemoryLimit > 0 {
+		pcfg.LogBudget = cfg.MemoryLimit / process.LogBudgetShare
+	}
 	procs, err := process.NewManager(pcfg)
 	if err != nil && cfg.ProcessDir != "" {
 		log.Warn("process dir unusable, keeping process records in memory", "process_dir", cfg.ProcessDir, "err", err)

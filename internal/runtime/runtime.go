@@ -123,6 +123,25 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// MemoryLimitDelegator is implemented by backends whose sandbox kernel does not enforce
+// Spec.Resources.MemoryBytes on the sandbox's processes: gVisor's Sentry accounts their memory
+// but never OOM-kills one, and the host cgroup's limit holds the whole Sentry, whose OOM kill
+// would end the sandbox with its agent. hutchd's agent then enforces the limit itself
+// (hutch-init --memory-limit, internal/agent/oom), and the backend gives the host cgroup room
+// above it for the runtime's own memory (runsc.SentryMemory).
+type MemoryLimitDelegator interface {
+	// DelegatesMemoryLimit reports whether the agent must enforce the memory limit (true for
+	// every implementation).
+	DelegatesMemoryLimit() bool
+}
+
+// Adopter is implemented by backends that supervise their running containers from hutchd
+// (gVisor's memory guard): a restarted hutchd calls Adopt for each running container it takes
+// over, as Start would have.
+type Adopter interface {
+	Adopt(id string)
+}
+
 // ExtraFileRefuser is implemented by backends that cannot hand PID 1 inherited file
 // descriptors (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds.
 // hutchd's agent then listens on TCP on the loopback of the sandbox's network namespace

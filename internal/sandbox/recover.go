@@ -66,6 +66,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 		known[rec.ID] = true
 		st, ok := byID[rec.ID]
 		if rec.Status == store.StatusRunning && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
+			if a, ok := owner[rec.ID].(runtime.Adopter); ok {
+				a.Adopt(rec.ID)
+			}
 			keep[rec.ID] = rec.NetSlot
 			m.auditRecovered(ctx, rec, "adopted", nil)
 			continue

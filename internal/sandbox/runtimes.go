@@ -86,6 +86,13 @@ func refusesExtraFiles(rt runtime.Runtime) bool {
 	return ok && r.RefusesExtraFiles()
 }
 
+// delegatesMemoryLimit reports whether rt's sandbox kernel leaves the memory limit to the agent
+// (runtime.MemoryLimitDelegator): hutch-init then gets --memory-limit.
+func delegatesMemoryLimit(rt runtime.Runtime) bool {
+	d, ok := rt.(runtime.MemoryLimitDelegator)
+	return ok && d.DelegatesMemoryLimit()
+}
+
 // AgentPort is the loopback port the agent of a gVisor sandbox listens on (127.0.0.1 of the
 // sandbox's own network namespace; runsc cannot hand PID 1 a socket). hutchd dials it from
 // inside the namespace; it is never exposed (preview URLs refuse it, DialPort refuses it), and

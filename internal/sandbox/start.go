@@ -98,6 +98,9 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	// on TCP on the namespace's loopback instead (AgentPort, runtimes.go).
 	agentArgs := m.agentArgs()
 	var agentFiles []*os.File
+	if mem := it.Resources().MemoryBytes; mem > 0 && delegatesMemoryLimit(rt) {
+		agentArgs = append(agentArgs, "--memory-limit", strconv.FormatInt(mem, 10))
+	}
 	tcpAgent := refusesExtraFiles(rt)
 	if tcpAgent {
 		agentArgs = tcpAgentArgs(agentArgs)

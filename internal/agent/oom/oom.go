@@ -7,6 +7,10 @@
 // counter rose while it ran. When two processes die of SIGKILL at once, one by the OOM killer
 // and one by another sender, both are reported OOM-killed: the counter does not say which
 // process it killed. Where neither file is readable nothing is reported.
+//
+// Where the sandbox's kernel does not enforce the memory limit (gVisor), the agent does
+// (Enforcer), and so does hutchd's memory guard from the host, which counts its kills in a
+// file the sandbox sees read-only (GuardFile); both count like the kernel's kills.
 package oom
 
 import (
@@ -27,23 +31,41 @@ const exitSIGKILL = 128 + 9
 // counterFiles are where the counter lives, relative to the cgroup mount, newest layout first.
 var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
 
+// GuardFile is where hutchd's memory guard of a gVisor sandbox publishes its kill count (a
+// decimal number; internal/runtime/runsc.GuardFile).
+const GuardFile = "/run/hutch-guard/oom_kills"
+
 // Counter reads the oom_kill counter under a cgroup mount.
 type Counter struct {
 	Root string // the cgroup mount, "/sys/fs/cgroup" inside a sandbox
+	// Guard is the memory guard's count file (GuardFile); missing counts 0.
+	Guard string
+	// Enforcer, when set, is the agent's own OOM killer: its kills are added.
+	Enforcer *Enforcer
 }
 
-// Default is the counter of the sandbox the agent runs in.
-var Default = Counter{Root: "/sys/fs/cgroup"}
+// Default is the counter of the sandbox the agent runs in; hutch-init sets its Enforcer before
+// serving when it enforces the limit itself.
+var Default = Counter{Root: "/sys/fs/cgroup", Guard: GuardFile}
 
-// Kills returns the number of processes the OOM killer has killed in the cgroup, and false when
-// no counter is readable.
+// Kills returns the number of processes the OOM killer (the kernel's and Enforcer's) has killed
+// in the cgroup, and false when no counter is readable and no Enforcer is set.
 func (c Counter) Kills() (int64, bool) {
-	for _, name := range counterFiles {
-		if n, ok := readCounter(filepath.Join(c.Root, name)); ok {
-			return n, true
+	own := c.Enforcer.Kills()
+	guarded := false
+	if c.Guard != "" {
+		if b, err := os.ReadFile(c.Guard); err == nil {
+			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+				own, guarded = own+n, true
+			}
 		}
 	}
-	return 0, false
+	for _, name := range counterFiles {
+		if n, ok := readCounter(filepath.Join(c.Root, name)); ok {
+			return n + own, true
+		}
+	}
+	return own, c.Enforcer != nil || guarded
 }
 
 func readCounter(path string) (int64, bool) {

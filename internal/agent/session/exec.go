@@ -340,7 +340,7 @@ func exitCode(ps *os.ProcessState, waitErr error) int {
 }
 
 // pipe returns a non-blocking, close-on-exec read end (raw fd) and a blocking write end for
-// the child.
+// the child, of pipeSize bytes where the kernel allows.
 func pipe() (int, *os.File, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -351,5 +351,8 @@ func pipe() (int, *os.File, error) {
 		unix.Close(p[1])
 		return -1, nil, fmt.Errorf("set nonblock: %w", err)
 	}
+	// Best effort: a bigger pipe batches small writes (see coalesceDelay); where the size is
+	// refused the pipe keeps its default, 64 KiB.
+	_, _ = unix.FcntlInt(uintptr(p[0]), unix.F_SETPIPE_SZ, pipeSize)
 	return p[0], os.NewFile(uintptr(p[1]), "|1"), nil
 }

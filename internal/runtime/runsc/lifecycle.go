@@ -76,6 +76,9 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (
 	if err := ocispec.WriteBundle(bundle, oci); err != nil {
 		return runtime.State{}, fmt.Errorf("runsc: %w", err)
 	}
+	if err := r.writeGuardFile(spec.ID, 0); err != nil {
+		return runtime.State{}, fmt.Errorf("runsc: memory guard: %w", err)
+	}
 	started := time.Now()
 	st, err := r.run(ctx, spec, bundle, op, image)
 	if err != nil {
@@ -88,6 +91,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (
 		return runtime.State{}, err
 	}
 	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.startGuard(spec.ID)
 	return st, nil
 }
 
@@ -234,6 +238,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 			return fmt.Errorf("runsc delete %s: container is %s: %w", id, st.Status, errdefs.ErrFailedPrecondition)
 		}
 	}
+	r.stopGuard(id)
 	args := []string{"delete"}
 	if force {
 		args = append(args, "--force")

@@ -95,12 +95,15 @@ type Runtime struct {
 	checkpointSupport error
 	spec              ocispec.Builder
 	log               *slog.Logger
+	// guards are the running memory guards (guard.go), one per running container.
+	guards guards
 }
 
 var (
 	_ runtime.Runtime          = (*Runtime)(nil)
 	_ runtime.Pauser           = (*Runtime)(nil)
 	_ runtime.ExtraFileRefuser = (*Runtime)(nil)
+	_ runtime.Adopter          = (*Runtime)(nil)
 )
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runsc binary and probes the
@@ -194,6 +197,10 @@ func (r *Runtime) Name() string { return Name }
 // RefusesExtraFiles returns true: see runtime.ExtraFileRefuser and the package doc.
 func (r *Runtime) RefusesExtraFiles() bool { return true }
 
+// DelegatesMemoryLimit returns true: the Sentry never OOM-kills a process of the sandbox (see
+// runtime.MemoryLimitDelegator, adapt and SentryMemory).
+func (r *Runtime) DelegatesMemoryLimit() bool { return true }
+
 // BuildSpec turns a runtime.Spec into the OCI spec written to the bundle: ocispec's, without
 // the parts runsc rejects or does not apply (see adapt).
 func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
@@ -207,6 +214,9 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 	}
 	adapt(spec)
 	keepTmpOnDisk(spec, s.RootFS)
+	if spec.Linux.Resources != nil && spec.Linux.Resources.Memory != nil && spec.Linux.Resources.Memory.Limit != nil {
+		spec.Mounts = append(spec.Mounts, r.guardMount(s.ID)) // the memory guard's count (guard.go)
+	}
 	return spec, nil
 }
 
@@ -258,8 +268,26 @@ func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
 // which the Sentry enforces on every task of uid 0 (it exempts only CAP_SYS_ADMIN and
 // CAP_SYS_RESOURCE, which sandboxes lack), and the host cgroup gets SentryPids(limit), room
 // for the Sentry's own threads and the platform's stub tasks as well (see SentryPids).
+//
+// The memory limit moves into the sandbox too: the Sentry never OOM-kills one of its
+// processes, so hutchd's agent enforces the limit (runtime.MemoryLimitDelegator), and the host
+// cgroup gets SentryMemory(limit), room for the Sentry's own memory and the agent's polling
+// interval as well. The Sentry reports the host limit as the sandbox's memory (MemTotal, the
+// cgroupfs memory.limit_in_bytes); the agent kills at the sandbox's own.
 func adapt(spec *specs.Spec) {
 	spec.Linux.Sysctl = nil
+	if res := spec.Linux.Resources; res != nil && res.Memory != nil && res.Memory.Limit != nil && *res.Memory.Limit > 0 {
+		var pids int64
+		if res.Pids != nil && res.Pids.Limit > 0 {
+			pids = res.Pids.Limit // before SentryPids below
+		}
+		host := SentryMemory(*res.Memory.Limit, pids)
+		res.Memory.Limit = &host
+		if res.Memory.Swap != nil && *res.Memory.Swap > 0 {
+			swap := host // memory+swap = memory: still no swap
+			res.Memory.Swap = &swap
+		}
+	}
 	if res := spec.Linux.Resources; res != nil && res.Pids != nil && res.Pids.Limit > 0 && spec.Process != nil {
 		n := uint64(res.Pids.Limit)
 		spec.Process.Rlimits = slices.DeleteFunc(spec.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_NPROC" })
@@ -289,6 +317,18 @@ func adapt(spec *specs.Spec) {
 // host limit still bounds a sandbox that spreads its tasks over several uids (RLIMIT_NPROC
 // counts per user): that one loses its Sentry, never a neighbour.
 func SentryPids(limit int64) int64 { return 3*limit + 256 }
+
+// SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
+// bytes (limit > 0) and hold pids tasks: limit + limit/8 + 512 KiB per task + 64 MiB. Inside,
+// hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
+// cgroup also holds the Sentry's own memory, which grows with the number of tasks (its task
+// structures and goroutines, the page tables and kernel stacks of the platform's stub processes:
+// measured 2026-11-30 in a lite sandbox, 69 MiB on the host for 31 MiB inside when idle, 210 MiB
+// for 70 MiB with 300 sleeping processes, about 0.45 MiB per process), and what a process
+// allocates between two polls of the agent. Past guardTrigger of it the memory guard kills
+// (guard.go); when the host limit is reached all the same, the host's OOM killer takes the
+// Sentry and the whole sandbox dies (restarted on the next request), never a neighbour.
+func SentryMemory(limit, pids int64) int64 { return limit + limit/8 + pids*512<<10 + 64<<20 }
 
 // runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
 // its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"

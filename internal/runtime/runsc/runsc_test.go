@@ -215,6 +215,20 @@ func TestContainerLifecycle(t *testing.T) {
 				t.Errorf("pids.max = %q, %v; want %d", b, err, runsc.SentryPids(64))
 			}
 		}
+		// The sandbox's 256 MiB are enforced by hutchd's agent and memory guard; the host
+		// cgroup has room for the Sentry's own memory too.
+		for _, f := range []string{"memory.max", "memory.limit_in_bytes"} {
+			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil && strings.TrimSpace(string(b)) != strconv.FormatInt(runsc.SentryMemory(256<<20, 64), 10) {
+				t.Errorf("%s = %q; want %d", f, b, runsc.SentryMemory(256<<20, 64))
+			}
+		}
+	}
+	// The memory guard's count is readable inside, and read-only.
+	if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "0\n" {
+		t.Errorf("cat %s: exit %d, %q; want 0", runsc.GuardFile, code, out)
+	}
+	if code, out := e.exec(t, id, "sh", "-c", "echo 9 > "+runsc.GuardFile); code == 0 {
+		t.Errorf("the guard's count file is writable inside: %q", out)
 	}
 	if !inCgroup {
 		t.Errorf("sandbox pid %d is in none of %v", st.Pid, e.rt.CgroupDirs(id))

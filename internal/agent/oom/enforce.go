@@ -1,0 +1,218 @@
+package oom
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Enforcer keeps the memory of a sandbox whose kernel does not enforce its limit at or under
+// Limit, the way the kernel's OOM killer does on runc. gVisor's Sentry accounts the memory of
+// the sandbox's processes but never kills one: the only bound is the host cgroup around the
+// whole Sentry, whose OOM kill ends the sandbox with its agent. So the agent watches the
+// sandbox's usage and, when it exceeds Limit, SIGKILLs the process Linux would choose
+// (oom_badness in mm/oom_kill.c: resident pages plus oom_score_adj thousandths of the limit;
+// oom_score_adj -1000 is never chosen), never the agent itself. A kill counts in Kills, so
+// Counter reports the process "oom-killed" as it does for the kernel's kills.
+//
+// The usage is polled: every SlowInterval while it is under half the limit, every
+// FastInterval above. A process allocating faster than the interval allows overshoots the
+// limit by what it allocates in one interval; the runtime's host cgroup has room above the
+// limit for that and for the runtime's own memory (runsc.SentryMemory).
+type Enforcer struct {
+	// Limit is the sandbox's memory limit, in bytes (> 0).
+	Limit int64
+	// Usage returns the sandbox's memory in use, in bytes. Default: CgroupUsage("/sys/fs/cgroup").
+	Usage func() (int64, error)
+	// Proc is the procfs to find processes in; default "/proc".
+	Proc string
+	// Exempt are pids never chosen (the agent's own processes); pid 1 never is.
+	Exempt []int
+	// FastInterval and SlowInterval are the polling periods; defaults 10 ms and 100 ms.
+	FastInterval, SlowInterval time.Duration
+	Log                        *slog.Logger
+
+	kills atomic.Int64
+}
+
+// Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
+func (e *Enforcer) Kills() int64 {
+	if e == nil {
+		return 0
+	}
+	return e.kills.Load()
+}
+
+// CgroupUsage returns a Usage reading the memory use of the cgroup mounted at root: v2's
+// memory.current, else v1's memory/memory.usage_in_bytes (gVisor's cgroupfs serves the latter
+// from the Sentry's own accounting).
+func CgroupUsage(root string) func() (int64, error) {
+	paths := []string{filepath.Join(root, "memory.current"), filepath.Join(root, "memory", "memory.usage_in_bytes")}
+	return func() (int64, error) {
+		var first error
+		for _, p := range paths {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		}
+		return 0, fmt.Errorf("memory usage: %w", first)
+	}
+}
+
+// Run enforces the limit until ctx ends. It returns an error only when the usage cannot be
+// read at the start (then nothing is enforced).
+func (e *Enforcer) Run(ctx context.Context) error {
+	if e.Limit <= 0 {
+		return errors.New("oom enforcer: no limit")
+	}
+	usage := e.Usage
+	if usage == nil {
+		usage = CgroupUsage("/sys/fs/cgroup")
+	}
+	if _, err := usage(); err != nil {
+		return fmt.Errorf("oom enforcer: %w", err)
+	}
+	fast, slow := e.FastInterval, e.SlowInterval
+	if fast <= 0 {
+		fast = 10 * time.Millisecond
+	}
+	if slow <= 0 {
+		slow = 100 * time.Millisecond
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		used, err := usage()
+		next := slow
+		switch {
+		case err != nil:
+			e.logger().Warn("oom enforcer: read usage", "err", err)
+		case used > e.Limit:
+			e.killOne(ctx, used, usage)
+			next = fast
+		case used > e.Limit/2:
+			next = fast
+		}
+		t.Reset(next)
+	}
+}
+
+func (e *Enforcer) logger() *slog.Logger {
+	if e.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.Log
+}
+
+// killOne kills the process of the highest badness and waits (up to a second) until it is
+// gone and its memory is back, so that one overshoot never costs two processes.
+func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64, error)) {
+	v, ok := e.victim()
+	if !ok {
+		e.logger().Warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
+		return
+	}
+	if err := syscall.Kill(v.pid, syscall.SIGKILL); err != nil {
+		return // gone meanwhile: the next poll decides again
+	}
+	e.kills.Add(1)
+	e.logger().Warn("oom enforcer: killed a process over the sandbox's memory limit",
+		"pid", v.pid, "comm", v.comm, "rss_bytes", v.rss, "usage", used, "limit", e.Limit)
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+		if _, err := os.Stat(filepath.Join(e.proc(), strconv.Itoa(v.pid))); err == nil {
+			continue
+		}
+		if u, err := usage(); err == nil && u <= e.Limit {
+			return
+		}
+	}
+}
+
+func (e *Enforcer) proc() string {
+	if e.Proc == "" {
+		return "/proc"
+	}
+	return e.Proc
+}
+
+// candidate is a process the enforcer may kill.
+type candidate struct {
+	pid    int
+	comm   string
+	rss    int64 // bytes
+	points int64 // badness, in pages
+}
+
+// victim returns the process Linux's oom_badness would choose: the highest resident pages +
+// oom_score_adj × (limit in pages) / 1000, skipping pid 1, Exempt, oom_score_adj -1000 and
+// processes without memory (no mm: zombies).
+func (e *Enforcer) victim() (candidate, bool) {
+	ents, err := os.ReadDir(e.proc())
+	if err != nil {
+		return candidate{}, false
+	}
+	page := int64(os.Getpagesize())
+	limitPages := e.Limit / page
+	var best candidate
+	found := false
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == 1 || slices.Contains(e.Exempt, pid) {
+			continue
+		}
+		dir := filepath.Join(e.proc(), ent.Name())
+		rssPages, ok := residentPages(filepath.Join(dir, "statm"))
+		if !ok || rssPages == 0 {
+			continue
+		}
+		adj := int64(0)
+		if b, err := os.ReadFile(filepath.Join(dir, "oom_score_adj")); err == nil {
+			adj, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		}
+		if adj <= -1000 {
+			continue
+		}
+		points := rssPages + adj*limitPages/1000
+		if !found || points > best.points {
+			comm, _ := os.ReadFile(filepath.Join(dir, "comm"))
+			best = candidate{pid: pid, comm: string(bytes.TrimSpace(comm)), rss: rssPages * page, points: points}
+			found = true
+		}
+	}
+	return best, found
+}
+
+// residentPages reads the resident field (the second) of a /proc/PID/statm.
+func residentPages(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(string(f[1]), 10, 64)
+	return n, err == nil
+}

@@ -1,0 +1,258 @@
+package runsc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// The memory guard is the host-side backstop of a gVisor sandbox's memory limit. Inside,
+// hutchd's agent enforces the limit (internal/agent/oom): it reads the usage and kills the
+// process Linux would. But the agent is one more task of the Sentry, which schedules its tasks
+// with no regard for nice values: under hundreds of busy tasks (a fork bomb) in a sandbox of a
+// sixteenth of a CPU the agent runs too rarely to act, the Sentry's memory reaches the host
+// cgroup's limit (SentryMemory) and the host's OOM killer ends the whole sandbox. The guard
+// runs in hutchd, outside the sandbox's CPU limit: it polls the host cgroup's memory use every
+// guardInterval and, past guardTrigger, kills through runsc's control channel (which needs no
+// task of the sandbox to run) the process group with the most processes, never the agent's.
+//
+// runsc reports no memory per process, so the guard chooses by count: a fork bomb is the
+// case the agent cannot handle, and its processes share a process group (each command the
+// agent runs has its own). A single process past the limit is the agent's to kill.
+//
+// A guard kill is reported like an OOM kill: the guard counts its kills in a file that the
+// sandbox sees read-only at GuardFile (written before the kill), and the agent adds that count
+// to the kernel's oom_kill counter (oom.Counter), so the process it ran reports "oom-killed".
+
+// GuardFile is where, inside a gVisor sandbox, the memory guard's kill count is readable (a
+// decimal number and a newline); internal/agent/oom reads it.
+const GuardFile = "/run/hutch-guard/oom_kills"
+
+// guardInterval is how often a guard reads its sandbox's host memory use.
+const guardInterval = 50 * time.Millisecond
+
+// guardTrigger is the host memory use past which the guard kills, for a host limit (bytes):
+// 7/8 of it. The agent keeps the sandbox's processes under their own limit, which SentryMemory
+// puts well below that, so the guard acts only when the agent could not or the Sentry's own
+// memory grew with many tasks.
+func guardTrigger(hostLimit int64) int64 { return hostLimit - hostLimit/8 }
+
+// guardDir is the bundle's directory mounted read-only at filepath.Dir(GuardFile).
+func (r *Runtime) guardDir(id string) string { return filepath.Join(r.bundle(id), "guard") }
+
+// guardMount is the spec mount of guardDir.
+func (r *Runtime) guardMount(id string) specs.Mount {
+	return specs.Mount{Destination: filepath.Dir(GuardFile), Type: "bind", Source: r.guardDir(id), Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}
+}
+
+// writeGuardFile (re)creates the guard's count file with n.
+func (r *Runtime) writeGuardFile(id string, n int64) error {
+	dir := r.guardDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, ".tmp")
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, filepath.Base(GuardFile)))
+}
+
+// guards tracks the running guard of each container.
+type guards struct {
+	mu     sync.Mutex
+	cancel map[string]context.CancelFunc
+}
+
+// Adopt starts the memory guard of a running container that a restarted hutchd took over
+// (runtime.Adopter); Start and Restore start it themselves.
+func (r *Runtime) Adopt(id string) { r.startGuard(id) }
+
+// startGuard starts id's guard unless it runs already.
+func (r *Runtime) startGuard(id string) {
+	r.guards.mu.Lock()
+	defer r.guards.mu.Unlock()
+	if _, ok := r.guards.cancel[id]; ok {
+		return
+	}
+	if r.guards.cancel == nil {
+		r.guards.cancel = map[string]context.CancelFunc{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.guards.cancel[id] = cancel
+	go func() {
+		r.guard(ctx, id)
+		r.guards.mu.Lock()
+		defer r.guards.mu.Unlock()
+		if ctx.Err() == nil { // not replaced by stopGuard and a new start
+			delete(r.guards.cancel, id)
+		}
+		cancel()
+	}()
+}
+
+// stopGuard stops id's guard, if any.
+func (r *Runtime) stopGuard(id string) {
+	r.guards.mu.Lock()
+	defer r.guards.mu.Unlock()
+	if cancel, ok := r.guards.cancel[id]; ok {
+		cancel()
+		delete(r.guards.cancel, id)
+	}
+}
+
+// memoryFiles returns the host cgroup files of id's memory use and limit: v2's memory.current
+// and memory.max, or v1's memory.usage_in_bytes and memory.limit_in_bytes.
+func (r *Runtime) memoryFiles(id string) (usage, limit string, ok bool) {
+	for _, dir := range r.spec.CgroupDirs(id) {
+		if _, err := os.Stat(filepath.Join(dir, "memory.current")); err == nil {
+			return filepath.Join(dir, "memory.current"), filepath.Join(dir, "memory.max"), true
+		}
+		if _, err := os.Stat(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
+			return filepath.Join(dir, "memory.usage_in_bytes"), filepath.Join(dir, "memory.limit_in_bytes"), true
+		}
+	}
+	return "", "", false
+}
+
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+}
+
+// guard watches id until ctx ends or its cgroup is gone.
+func (r *Runtime) guard(ctx context.Context, id string) {
+	usagePath, limitPath, ok := r.memoryFiles(id)
+	if !ok {
+		return
+	}
+	limit, err := readInt(limitPath)
+	if err != nil || limit <= 0 || limit >= 1<<62 {
+		return // "max" or unlimited: no limit to guard
+	}
+	trigger := guardTrigger(limit)
+	var kills int64
+	t := time.NewTicker(guardInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		used, err := readInt(usagePath)
+		if err != nil {
+			return // the cgroup is gone: the container ended
+		}
+		if used <= trigger {
+			continue
+		}
+		pgid, n, err := r.largestGroup(ctx, id)
+		if err != nil || pgid == 0 {
+			r.log.Warn("memory guard: over the trigger and nothing to kill", "id", id, "usage", used, "trigger", trigger, "err", err)
+			continue
+		}
+		kills++
+		if err := r.writeGuardFile(id, kills); err != nil {
+			r.log.Warn("memory guard: count file", "id", id, "err", err)
+		}
+		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err = r.runSimple(kctx, "kill", id, "kill", "--pgid", strconv.Itoa(pgid), runscID(id), "KILL")
+		cancel()
+		if err != nil { // the group ended meanwhile: no kill to report
+			kills--
+			_ = r.writeGuardFile(id, kills)
+		}
+		r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
+			"id", id, "pgid", pgid, "processes", n, "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
+		// Let the Sentry free the group's memory before deciding again.
+		for i := 0; i < 40 && ctx.Err() == nil; i++ {
+			time.Sleep(guardInterval)
+			if u, err := readInt(usagePath); err != nil || u <= trigger {
+				break
+			}
+		}
+	}
+}
+
+// psEntry is a process of `runsc ps` (gVisor's control.Process).
+type psEntry struct {
+	PID, PPID, PGID int
+	Cmd             string
+}
+
+// largestGroup returns the process group of id with the most processes, and its size; the
+// groups of PID 1 and of PID 1's hutch-init children (the agent) are never chosen.
+func (r *Runtime) largestGroup(ctx context.Context, id string) (pgid, n int, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// The table: `--format json` lists PIDs only, as runc's does.
+	out, err := r.runSimple(ctx, "ps", id, "ps", runscID(id))
+	if err != nil {
+		return 0, 0, err
+	}
+	ps, err := parsePS(out)
+	if err != nil {
+		return 0, 0, fmt.Errorf("runsc ps %s: %w", id, err)
+	}
+	return pickGroup(ps)
+}
+
+// parsePS reads `runsc ps`'s table: a header "UID PID PPID PGID C TTY STIME TIME CMD", then a
+// line per process.
+func parsePS(out []byte) ([]psEntry, error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if h := strings.Fields(lines[0]); len(h) < 9 || h[1] != "PID" || h[2] != "PPID" || h[3] != "PGID" || h[8] != "CMD" {
+		return nil, fmt.Errorf("unexpected header %q", lines[0])
+	}
+	var ps []psEntry
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) < 9 {
+			return nil, fmt.Errorf("unexpected line %q", l)
+		}
+		var p psEntry
+		var err error
+		for i, dst := range []*int{&p.PID, &p.PPID, &p.PGID} {
+			if *dst, err = strconv.Atoi(f[1+i]); err != nil {
+				return nil, fmt.Errorf("unexpected line %q", l)
+			}
+		}
+		p.Cmd = strings.Join(f[8:], " ")
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// pickGroup is largestGroup's choice among ps.
+func pickGroup(ps []psEntry) (pgid, n int, err error) {
+	protected := map[int]bool{0: true}
+	for _, p := range ps {
+		if p.PID == 1 || (p.PPID == 1 && strings.HasPrefix(p.Cmd, "hutch-init")) {
+			protected[p.PGID] = true
+		}
+	}
+	count := map[int]int{}
+	for _, p := range ps {
+		if !protected[p.PGID] {
+			count[p.PGID]++
+		}
+	}
+	for g, c := range count {
+		if c > n || (c == n && g < pgid) {
+			pgid, n = g, c
+		}
+	}
+	return pgid, n, nil
+}

@@ -1,0 +1,43 @@
+package runsc_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/runsc"
+)
+
+// TestMemoryGuardKillsGroup: a process that takes the Sentry past guardTrigger, with no agent
+// inside to stop it, has its process group killed by the memory guard from the host; the
+// sandbox (PID 1) keeps running, and the kill is counted in GuardFile.
+func TestMemoryGuardKillsGroup(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Resources.MemoryBytes = 64 << 20
+	if _, err := e.rt.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	// 4 MiB every 50 ms, up to 400 MiB: past the trigger (runsc.SentryMemory(64 MiB, 64)·7/8 = 147 MiB)
+	// slowly enough for the guard to act before the host limit.
+	code, out := e.exec(t, id, "python3", "-c", `
+import time
+held = []
+for i in range(100):
+    held.append(bytearray(4 << 20))
+    time.sleep(0.05)
+print("survived")
+`)
+	if code != 128+9 || strings.Contains(out, "survived") {
+		t.Fatalf("the allocation ended with exit %d, %q; want SIGKILL", code, out)
+	}
+	st, err := e.rt.State(ctx, id)
+	if err != nil || st.Status != runtime.StatusRunning {
+		t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
+	}
+	if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "1\n" {
+		t.Errorf("guard count: exit %d, %q; want 1", code, out)
+	}
+}
