@@ -48,7 +48,7 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	}
 	big, adjusted, exempt, protected := start(), start(), start(), start()
 	limitPages := limit / page
-	fakeProc(t, root, 1, 10*limitPages, 0, "init")                        // pid 1: never
+	fakeProc(t, root, 1, 10*limitPages, 0, "init")                          // pid 1: never
 	fakeProc(t, root, big.Process.Pid, limitPages/2, 0, "big")              // 0.5 × limit
 	fakeProc(t, root, adjusted.Process.Pid, limitPages/10, 500, "adjusted") // 0.1 + 0.5
 	fakeProc(t, root, exempt.Process.Pid, 5*limitPages, 0, "agent")         // Exempt

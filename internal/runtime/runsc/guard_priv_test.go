@@ -20,7 +20,7 @@ func TestMemoryGuardKillsGroup(t *testing.T) {
 	if _, err := e.rt.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
-	// 4 MiB every 50 ms, up to 400 MiB: past the trigger (runsc.SentryMemory(64 MiB, 64)·7/8 = 147 MiB)
+	// 4 MiB every 50 ms, up to 400 MiB: past the trigger (3/4 of runsc.SentryMemory(64 MiB, 64): 192 MiB)
 	// slowly enough for the guard to act before the host limit.
 	code, out := e.exec(t, id, "python3", "-c", `
 import time

@@ -41,10 +41,17 @@ func TestPickGroup(t *testing.T) {
 }
 
 func TestGuardTrigger(t *testing.T) {
-	for _, limit := range []int64{256 << 20, 4 << 30, 12 << 30} {
-		host := SentryMemory(limit, 512)
-		if tr := guardTrigger(host); tr <= limit || tr >= host {
-			t.Errorf("limit %d: trigger %d not between the sandbox's limit and the host's %d", limit, tr, host)
+	// The instance types' memory and pids (internal/sandbox), and extremes.
+	for _, c := range []struct{ limit, pids int64 }{
+		{256 << 20, 512}, {1 << 30, 1024}, {4 << 30, 2048}, {6 << 30, 4096}, {8 << 30, 4096}, {12 << 30, 8192},
+		{64 << 20, 64}, {64 << 30, 64},
+	} {
+		host := SentryMemory(c.limit, c.pids)
+		tr := guardTrigger(host)
+		// Above the sandbox's own limit (where the agent kills), with room for the Sentry's
+		// base memory; below the host limit, with room for a kill to take effect.
+		if tr < c.limit+64<<20 || host-tr < 64<<20 {
+			t.Errorf("limit %d MiB, %d pids: trigger %d MiB, host limit %d MiB", c.limit>>20, c.pids, tr>>20, host>>20)
 		}
 	}
 }

@@ -319,7 +319,8 @@ func adapt(spec *specs.Spec) {
 func SentryPids(limit int64) int64 { return 3*limit + 256 }
 
 // SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
-// bytes (limit > 0) and hold pids tasks: limit + limit/8 + 512 KiB per task + 64 MiB. Inside,
+// bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 128 MiB, so that
+// the memory guard's trigger (3/4 of it) is above the limit for any limit and pids. Inside,
 // hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
 // cgroup also holds the Sentry's own memory, which grows with the number of tasks (its task
 // structures and goroutines, the page tables and kernel stacks of the platform's stub processes:
@@ -328,7 +329,7 @@ func SentryPids(limit int64) int64 { return 3*limit + 256 }
 // allocates between two polls of the agent. Past guardTrigger of it the memory guard kills
 // (guard.go); when the host limit is reached all the same, the host's OOM killer takes the
 // Sentry and the whole sandbox dies (restarted on the next request), never a neighbour.
-func SentryMemory(limit, pids int64) int64 { return limit + limit/8 + pids*512<<10 + 64<<20 }
+func SentryMemory(limit, pids int64) int64 { return limit + limit/2 + pids*512<<10 + 128<<20 }
 
 // runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
 // its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
