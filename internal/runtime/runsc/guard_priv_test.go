@@ -1,6 +1,8 @@
 package runsc_test
 
 import (
+	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -8,21 +10,35 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 )
 
-// TestMemoryGuardKillsGroup: a process that takes the Sentry past guardTrigger, with no agent
-// inside to stop it, has its process group killed by the memory guard from the host; the
-// sandbox (PID 1) keeps running, and the kill is counted in GuardFile.
+// TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
+// agent inside to stop it, has its process group killed by the memory guard from the host; the
+// sandbox (PID 1) keeps running, and the kill is counted in GuardFile. "adopted": the guard of
+// the runtime that started the sandbox is gone (its hutchd exited) and a new runtime took the
+// sandbox over (Adopt), as a restarted hutchd does.
 func TestMemoryGuardKillsGroup(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	id := newID(t)
-	spec := e.spec(t, id)
-	spec.Resources.MemoryBytes = 64 << 20
-	if _, err := e.rt.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	// 4 MiB every 50 ms, up to 400 MiB: past the trigger (3/4 of runsc.SentryMemory(64 MiB, 64): 192 MiB)
-	// slowly enough for the guard to act before the host limit.
-	code, out := e.exec(t, id, "python3", "-c", `
+	for _, adopted := range []bool{false, true} {
+		t.Run(map[bool]string{false: "started", true: "adopted"}[adopted], func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			id := newID(t)
+			spec := e.spec(t, id)
+			spec.Resources.MemoryBytes = 64 << 20
+			if _, err := e.rt.Start(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			if adopted {
+				e.rt.StopGuard(id)
+				rt2, err := runsc.New(runsc.Config{Root: filepath.Join(e.dir, "runsc"), BundleDir: filepath.Join(e.dir, "bundles"), CgroupParent: "hutchrtsc"}, slog.New(slog.DiscardHandler))
+				if err != nil {
+					t.Fatal(err)
+				}
+				rt2.Adopt(id)
+				t.Cleanup(func() { rt2.StopGuard(id) })
+			}
+			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (3/4 of
+			// runsc.SentryMemory(64 MiB, 64): 192 MiB) slowly enough for the guard to act
+			// before the host limit.
+			code, out := e.exec(t, id, "python3", "-c", `
 import time
 held = []
 for i in range(100):
@@ -30,14 +46,16 @@ for i in range(100):
     time.sleep(0.05)
 print("survived")
 `)
-	if code != 128+9 || strings.Contains(out, "survived") {
-		t.Fatalf("the allocation ended with exit %d, %q; want SIGKILL", code, out)
-	}
-	st, err := e.rt.State(ctx, id)
-	if err != nil || st.Status != runtime.StatusRunning {
-		t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
-	}
-	if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "1\n" {
-		t.Errorf("guard count: exit %d, %q; want 1", code, out)
+			if code != 128+9 || strings.Contains(out, "survived") {
+				t.Fatalf("the allocation ended with exit %d, %q; want SIGKILL", code, out)
+			}
+			st, err := e.rt.State(ctx, id)
+			if err != nil || st.Status != runtime.StatusRunning {
+				t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
+			}
+			if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "1\n" {
+				t.Errorf("guard count: exit %d, %q; want 1", code, out)
+			}
+		})
 	}
 }
