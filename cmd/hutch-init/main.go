@@ -177,7 +177,11 @@ func run(cfg config, log *slog.Logger) error {
 	installEgressCA(log)
 	if cfg.memoryLimit > 0 {
 		// Before the first command: its exec result must count the enforcer's kills.
-		e := &oom.Enforcer{Limit: cfg.memoryLimit, Exempt: []int{os.Getpid()}, Log: log.With("role", "oom")}
+		self, _ := os.Executable()
+		e := &oom.Enforcer{
+			Limit: cfg.memoryLimit, Exempt: []int{os.Getpid()}, Self: self,
+			Pressure: oom.GuardPressureFile, Log: log.With("role", "oom"),
+		}
 		oom.Default.Enforcer = e
 		go func() {
 			if err := e.Run(ctx); err != nil {

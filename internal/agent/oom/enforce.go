@@ -21,13 +21,24 @@ import (
 // whole Sentry, whose OOM kill ends the sandbox with its agent. So the agent watches the
 // sandbox's usage and, when it exceeds Limit, SIGKILLs the process Linux would choose
 // (oom_badness in mm/oom_kill.c: resident pages plus oom_score_adj thousandths of the limit;
-// oom_score_adj -1000 is never chosen), never the agent itself. A kill counts in Kills, so
+// but see below), never the agent itself. A kill counts in Kills, so
 // Counter reports the process "oom-killed" as it does for the kernel's kills.
 //
-// The usage is polled: every SlowInterval while it is under half the limit, every
-// FastInterval above. A process allocating faster than the interval allows overshoots the
-// limit by what it allocates in one interval; the runtime's host cgroup has room above the
-// limit for that and for the runtime's own memory (runsc.SentryMemory).
+// Two departures from Linux, because an attacker in the sandbox chooses its oom_score_adj (gVisor
+// lets any process lower it, Linux only with CAP_SYS_RESOURCE, which sandboxes lack): negative
+// values count as 0, and processes running the agent's own binary (Self: the agent's server,
+// the shims commands run under, whose Go runtime holds 20-40 MB) are never chosen; killing a
+// shim frees little and ends an innocent command.
+//
+// Reading the usage is not free inside gVisor (the Sentry scans its memory file: about 3 ms of a
+// lite sandbox's CPU per read). With Pressure set, the enforcer reads that file every
+// SlowInterval and the usage only while it says "1" (hutchd's memory guard sets it while the
+// host's count, which is never below the usage inside, is above Limit), then every
+// FastInterval. Without Pressure (or when its file is unreadable) the usage is polled: every
+// SlowInterval under half the limit, every FastInterval above. A process allocating faster than
+// the interval allows overshoots the limit by what it allocates in one interval; the runtime's
+// host cgroup has room above the limit for that and for the runtime's own memory
+// (runsc.SentryMemory).
 type Enforcer struct {
 	// Limit is the sandbox's memory limit, in bytes (> 0).
 	Limit int64
@@ -35,13 +46,18 @@ type Enforcer struct {
 	Usage func() (int64, error)
 	// Proc is the procfs to find processes in; default "/proc".
 	Proc string
-	// Exempt are pids never chosen (the agent's own processes); pid 1 never is.
+	// Exempt are pids never chosen (the agent's own processes); pid 1 never is. Neither is a
+	// process whose /proc/PID/exe is Self (the agent's binary), when set.
 	Exempt []int
+	Self   string
+	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
+	Pressure string
 	// FastInterval and SlowInterval are the polling periods; defaults 10 ms and 100 ms.
 	FastInterval, SlowInterval time.Duration
 	Log                        *slog.Logger
 
-	kills atomic.Int64
+	kills    atomic.Int64
+	lastWarn atomic.Int64 // Unix nanoseconds of the last warning
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -101,11 +117,17 @@ func (e *Enforcer) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		used, err := usage()
 		next := slow
+		if e.Pressure != "" {
+			if b, err := os.ReadFile(e.Pressure); err == nil && string(bytes.TrimSpace(b)) == "0" {
+				t.Reset(slow)
+				continue
+			}
+		}
+		used, err := usage()
 		switch {
 		case err != nil:
-			e.logger().Warn("oom enforcer: read usage", "err", err)
+			e.warn("oom enforcer: read usage", "err", err)
 		case used > e.Limit:
 			e.killOne(ctx, used, usage)
 			next = fast
@@ -115,6 +137,19 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		t.Reset(next)
 	}
 }
+
+// warn logs at most one line per warnEvery (an attacker can make the enforcer fail every poll).
+func (e *Enforcer) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	if last := e.lastWarn.Load(); last != 0 && now-last < int64(warnEvery) {
+		return
+	}
+	e.lastWarn.Store(now)
+	e.logger().Warn(msg, args...)
+}
+
+// warnEvery is the least time between two warnings of an Enforcer.
+const warnEvery = 10 * time.Second
 
 func (e *Enforcer) logger() *slog.Logger {
 	if e.Log == nil {
@@ -128,7 +163,7 @@ func (e *Enforcer) logger() *slog.Logger {
 func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64, error)) {
 	v, ok := e.victim()
 	if !ok {
-		e.logger().Warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
+		e.warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
 		return
 	}
 	if err := syscall.Kill(v.pid, syscall.SIGKILL); err != nil {
@@ -165,8 +200,8 @@ type candidate struct {
 }
 
 // victim returns the process Linux's oom_badness would choose: the highest resident pages +
-// oom_score_adj × (limit in pages) / 1000, skipping pid 1, Exempt, oom_score_adj -1000 and
-// processes without memory (no mm: zombies).
+// oom_score_adj (at least 0) × (limit in pages) / 1000, skipping pid 1, Exempt, Self's
+// processes and processes without memory (no mm: zombies).
 func (e *Enforcer) victim() (candidate, bool) {
 	ents, err := os.ReadDir(e.proc())
 	if err != nil {
@@ -182,6 +217,11 @@ func (e *Enforcer) victim() (candidate, bool) {
 			continue
 		}
 		dir := filepath.Join(e.proc(), ent.Name())
+		if e.Self != "" {
+			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && exe == e.Self {
+				continue
+			}
+		}
 		rssPages, ok := residentPages(filepath.Join(dir, "statm"))
 		if !ok || rssPages == 0 {
 			continue
@@ -190,9 +230,7 @@ func (e *Enforcer) victim() (candidate, bool) {
 		if b, err := os.ReadFile(filepath.Join(dir, "oom_score_adj")); err == nil {
 			adj, _ = strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 		}
-		if adj <= -1000 {
-			continue
-		}
+		adj = max(adj, 0) // see the type's comment
 		points := rssPages + adj*limitPages/1000
 		if !found || points > best.points {
 			comm, _ := os.ReadFile(filepath.Join(dir, "comm"))

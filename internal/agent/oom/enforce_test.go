@@ -13,11 +13,18 @@ import (
 	"time"
 )
 
-// fakeProc writes /proc/PID/{statm,oom_score_adj,comm} for pid under root.
+// fakeProc writes /proc/PID/{statm,oom_score_adj,comm,exe} for pid under root.
 func fakeProc(t *testing.T, root string, pid int, rssPages, adj int64, comm string) {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := "/usr/bin/" + comm
+	if comm == "shim" {
+		exe = agentExe
+	}
+	if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
 		t.Fatal(err)
 	}
 	for name, v := range map[string]string{
@@ -31,9 +38,13 @@ func fakeProc(t *testing.T, root string, pid int, rssPages, adj int64, comm stri
 	}
 }
 
+// agentExe is the agent's binary in these tests (Enforcer.Self).
+const agentExe = "/.hutch/hutch-init"
+
 // TestEnforcerChoosesLikeLinux runs the enforcer over a procfs made for the test whose entries
 // are real child processes: it must kill the one of highest badness (resident pages plus
-// oom_score_adj thousandths of the limit), and only that one, and count the kill.
+// oom_score_adj thousandths of the limit, a negative adjustment counting as 0), never pid 1,
+// an Exempt pid or a process of the agent's binary, only that one, and count the kill.
 func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	root := t.TempDir()
 	page := int64(os.Getpagesize())
@@ -46,19 +57,25 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 		return c
 	}
-	big, adjusted, exempt, protected := start(), start(), start(), start()
+	big, adjusted, exempt, shim, negative := start(), start(), start(), start(), start()
 	limitPages := limit / page
 	fakeProc(t, root, 1, 10*limitPages, 0, "init")                          // pid 1: never
 	fakeProc(t, root, big.Process.Pid, limitPages/2, 0, "big")              // 0.5 × limit
 	fakeProc(t, root, adjusted.Process.Pid, limitPages/10, 500, "adjusted") // 0.1 + 0.5
 	fakeProc(t, root, exempt.Process.Pid, 5*limitPages, 0, "agent")         // Exempt
-	fakeProc(t, root, protected.Process.Pid, 5*limitPages, -1000, "protected")
+	fakeProc(t, root, shim.Process.Pid, 5*limitPages, 500, "shim")          // the agent's binary
+	// Linux would never choose -1000; here it counts as 0: 0.7 × limit, the highest.
+	fakeProc(t, root, negative.Process.Pid, limitPages*7/10, -1000, "negative")
 	os.MkdirAll(filepath.Join(root, "self"), 0o755) // not a pid
+	pressure := filepath.Join(t.TempDir(), "pressure")
+	os.WriteFile(pressure, []byte("0\n"), 0o644)
 	var over atomic.Bool
+	var reads atomic.Int64
 	over.Store(true)
 	e := &Enforcer{
-		Limit: limit, Proc: root, Exempt: []int{exempt.Process.Pid},
+		Limit: limit, Proc: root, Exempt: []int{exempt.Process.Pid}, Self: agentExe, Pressure: pressure,
 		Usage: func() (int64, error) {
+			reads.Add(1)
 			if over.Load() {
 				return limit + 1, nil
 			}
@@ -70,22 +87,28 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
+	// Without pressure the usage is read once, at the start, and nothing is killed.
+	time.Sleep(100 * time.Millisecond)
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("usage read %d times without pressure; want once (the start check)", n)
+	}
 	werr := make(chan error, 1)
-	go func() { werr <- adjusted.Wait() }()
+	go func() { werr <- negative.Wait() }()
+	os.WriteFile(pressure, []byte("1\n"), 0o644)
 	select {
 	case err := <-werr:
 		ee, ok := err.(*exec.ExitError)
 		if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-			t.Fatalf("the adjusted process ended with %v; want SIGKILL", err)
+			t.Fatalf("the negative-adjusted process ended with %v; want SIGKILL", err)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the enforcer killed nothing")
 	}
 	// Its memory is back (the fake procfs entry goes with it): nothing more is killed.
-	os.RemoveAll(filepath.Join(root, strconv.Itoa(adjusted.Process.Pid)))
+	os.RemoveAll(filepath.Join(root, strconv.Itoa(negative.Process.Pid)))
 	over.Store(false)
 	time.Sleep(50 * time.Millisecond)
-	for _, c := range []*exec.Cmd{big, exempt, protected} {
+	for _, c := range []*exec.Cmd{big, adjusted, exempt, shim} {
 		if err := c.Process.Signal(syscall.Signal(0)); err != nil {
 			t.Errorf("%v was killed too", c.Args)
 		}
@@ -124,27 +147,46 @@ func TestCgroupUsage(t *testing.T) {
 	}
 }
 
-// TestGuardCounter: the memory guard's count file (GuardFile) counts like the kernel's
-// counter, alone or added to it.
+// TestGuardCounter: a kill of the memory guard (a later time in GuardKillFile) counts like the
+// kernel's, alone or with the kernel's counter, also when the file was recreated at 0 (a memory
+// wake) between the start and the kill.
 func TestGuardCounter(t *testing.T) {
-	guard := filepath.Join(t.TempDir(), "oom_kills")
-	for _, withKernel := range []bool{false, true} {
-		root := t.TempDir()
-		if withKernel {
-			os.WriteFile(filepath.Join(root, "memory.events"), []byte("oom_kill 4\n"), 0o644)
-		}
-		os.WriteFile(guard, []byte("0\n"), 0o644)
-		w := Counter{Root: root, Guard: guard}.Start()
-		if got := w.Reason(137); got != "" {
-			t.Fatalf("kernel=%v: no kill yet: %q", withKernel, got)
-		}
-		os.WriteFile(guard, []byte("1\n"), 0o644)
-		if got := w.Reason(137); got != Reason {
-			t.Fatalf("kernel=%v: after a guard kill: %q", withKernel, got)
-		}
+	guard := filepath.Join(t.TempDir(), "last_kill")
+	for _, tc := range []struct {
+		name              string
+		kernel            bool
+		before, reset, at string
+	}{
+		{"alone", false, "0", "", "1700000000000000000"},
+		{"with the kernel's counter", true, "0", "", "1700000000000000000"},
+		{"after a second kill", false, "1700000000000000000", "", "1700000000000000001"},
+		{"after a wake", false, "1700000000000000000", "0", "1700000000000000005"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			if tc.kernel {
+				os.WriteFile(filepath.Join(root, "memory.events"), []byte("oom_kill 4\n"), 0o644)
+			}
+			os.WriteFile(guard, []byte(tc.before+"\n"), 0o644)
+			w := Counter{Root: root, Guard: guard}.Start()
+			if tc.reset != "" {
+				os.WriteFile(guard, []byte(tc.reset+"\n"), 0o644)
+			}
+			if got := w.Reason(137); got != "" {
+				t.Fatalf("no kill yet: %q", got)
+			}
+			os.WriteFile(guard, []byte(tc.at+"\n"), 0o644)
+			if got := w.Reason(137); got != Reason {
+				t.Fatalf("after a guard kill: %q", got)
+			}
+			if got := w.Reason(0); got != "" {
+				t.Fatalf("exit 0 after a guard kill: %q", got)
+			}
+		})
 	}
-	// Without the file (runc sandboxes) the guard counts nothing.
-	if _, ok := (Counter{Root: t.TempDir(), Guard: filepath.Join(t.TempDir(), "missing")}).Kills(); ok {
-		t.Fatal("a missing guard file made a counter")
+	// Without the file (runc sandboxes) the guard reports nothing.
+	w := Counter{Root: t.TempDir(), Guard: filepath.Join(t.TempDir(), "missing")}.Start()
+	if got := w.Reason(137); got != "" {
+		t.Fatalf("a missing guard file reported %q", got)
 	}
 }

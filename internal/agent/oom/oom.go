@@ -9,8 +9,9 @@
 // process it killed. Where neither file is readable nothing is reported.
 //
 // Where the sandbox's kernel does not enforce the memory limit (gVisor), the agent does
-// (Enforcer), and so does hutchd's memory guard from the host, which counts its kills in a
-// file the sandbox sees read-only (GuardFile); both count like the kernel's kills.
+// (Enforcer), and so does hutchd's memory guard from the host, which writes the time of its
+// last kill in a file the sandbox sees read-only (GuardKillFile); both count like the kernel's
+// kills.
 package oom
 
 import (
@@ -31,14 +32,18 @@ const exitSIGKILL = 128 + 9
 // counterFiles are where the counter lives, relative to the cgroup mount, newest layout first.
 var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
 
-// GuardFile is where hutchd's memory guard of a gVisor sandbox publishes its kill count (a
-// decimal number; internal/runtime/runsc.GuardFile).
-const GuardFile = "/run/hutch-guard/oom_kills"
+// GuardKillFile is where hutchd's memory guard of a gVisor sandbox writes the time of its last
+// kill (Unix nanoseconds, "0" for none), before the kill; GuardPressureFile says "1" while the
+// sandbox's memory on the host is above its limit (internal/runtime/runsc, guard.go).
+const (
+	GuardKillFile     = "/run/hutch-guard/last_kill"
+	GuardPressureFile = "/run/hutch-guard/pressure"
+)
 
 // Counter reads the oom_kill counter under a cgroup mount.
 type Counter struct {
 	Root string // the cgroup mount, "/sys/fs/cgroup" inside a sandbox
-	// Guard is the memory guard's count file (GuardFile); missing counts 0.
+	// Guard is the memory guard's kill file (GuardKillFile); missing or unreadable: no kill.
 	Guard string
 	// Enforcer, when set, is the agent's own OOM killer: its kills are added.
 	Enforcer *Enforcer
@@ -46,26 +51,32 @@ type Counter struct {
 
 // Default is the counter of the sandbox the agent runs in; hutch-init sets its Enforcer before
 // serving when it enforces the limit itself.
-var Default = Counter{Root: "/sys/fs/cgroup", Guard: GuardFile}
+var Default = Counter{Root: "/sys/fs/cgroup", Guard: GuardKillFile}
 
 // Kills returns the number of processes the OOM killer (the kernel's and Enforcer's) has killed
 // in the cgroup, and false when no counter is readable and no Enforcer is set.
 func (c Counter) Kills() (int64, bool) {
 	own := c.Enforcer.Kills()
-	guarded := false
-	if c.Guard != "" {
-		if b, err := os.ReadFile(c.Guard); err == nil {
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				own, guarded = own+n, true
-			}
-		}
-	}
 	for _, name := range counterFiles {
 		if n, ok := readCounter(filepath.Join(c.Root, name)); ok {
 			return n + own, true
 		}
 	}
-	return own, c.Enforcer != nil || guarded
+	return own, c.Enforcer != nil
+}
+
+// lastGuardKill returns the memory guard's last kill time (GuardKillFile), 0 when none or
+// unreadable.
+func (c Counter) lastGuardKill() int64 {
+	if c.Guard == "" {
+		return 0
+	}
+	b, err := os.ReadFile(c.Guard)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n
 }
 
 func readCounter(path string) (int64, bool) {
@@ -90,18 +101,25 @@ type Watch struct {
 	c     Counter
 	start int64
 	ok    bool
+	guard int64 // lastGuardKill at the start
 }
 
 // Start reads the counter before a process starts.
 func (c Counter) Start() Watch {
 	n, ok := c.Kills()
-	return Watch{c: c, start: n, ok: ok}
+	return Watch{c: c, start: n, ok: ok, guard: c.lastGuardKill()}
 }
 
 // Reason returns Reason when a process that ended with exitCode was OOM-killed (see the package
 // comment), else "".
 func (w Watch) Reason(exitCode int) string {
-	if !w.ok || exitCode != exitSIGKILL {
+	if exitCode != exitSIGKILL {
+		return ""
+	}
+	if w.c.lastGuardKill() > w.guard {
+		return Reason
+	}
+	if !w.ok {
 		return ""
 	}
 	if n, ok := w.c.Kills(); ok && n > w.start {

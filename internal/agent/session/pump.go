@@ -12,10 +12,12 @@ import (
 // background processes that outlive the command and is not part of its output.
 const finalDrainCap = 2 << 20
 
-// pipeSize is the capacity asked for the output pipes (F_SETPIPE_SZ; Linux's default
-// /proc/sys/fs/pipe-max-size, gVisor's maximum), readSize what one read takes at most.
+// pipeSize is the capacity asked for the output pipes (F_SETPIPE_SZ), readSize what one read
+// takes at most. Not the 1 MiB maximum: Linux charges pipe buffers to their user, and past
+// /proc/sys/fs/pipe-user-pages-soft (64 MiB) new pipes get one page; with 1 MiB pipes, 40
+// background processes took the agent there.
 const (
-	pipeSize = 1 << 20
+	pipeSize = 256 << 10
 	readSize = pipeSize
 )
 

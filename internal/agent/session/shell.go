@@ -123,7 +123,10 @@ func spawn(env map[string]string, cwd, stateDir string, shim []string, report bo
 		cmd.ExtraFiles = append(cmd.ExtraFiles, statusW)
 		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", reaper.StatusFDEnv, 3+len(cmd.ExtraFiles)-1))
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own (so a process group of its own): a command can then never join
+	// the agent's process group or another command's (setpgid works within a session only),
+	// which the memory guard of a gVisor sandbox relies on when it kills by process group.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start bash: %w", err)
 	}

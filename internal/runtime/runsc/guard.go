@@ -28,13 +28,32 @@ import (
 // case the agent cannot handle, and its processes share a process group (each command the
 // agent runs has its own). A single process past the limit is the agent's to kill.
 //
-// A guard kill is reported like an OOM kill: the guard counts its kills in a file that the
-// sandbox sees read-only at GuardFile (written before the kill), and the agent adds that count
-// to the kernel's oom_kill counter (oom.Counter), so the process it ran reports "oom-killed".
+// The guard also tells the agent when to look: reading the sandbox's memory use inside gVisor
+// makes the Sentry scan its memory file (about 3 ms of a lite sandbox's CPU per read, half of
+// its quota at 10 reads a second), while the host cgroup's use costs the guard nothing and is
+// never below the use inside. So the guard keeps GuardPressureFile at "1" while the host use is
+// above the sandbox's own limit (and "0" again once it is 1/16 below it), and the agent reads
+// the use inside only then.
+//
+// A guard kill is reported like an OOM kill: before each kill the guard writes the time in
+// GuardKillFile, which the agent compares with the value when a process started (a time, not a
+// count: it only grows, across hutchd restarts and memory wakes, which recreate the file).
+//
+// The files live in the bundle's guard directory, bound read-only at GuardDir in the sandbox.
 
-// GuardFile is where, inside a gVisor sandbox, the memory guard's kill count is readable (a
-// decimal number and a newline); internal/agent/oom reads it.
-const GuardFile = "/run/hutch-guard/oom_kills"
+// GuardDir is where the memory guard's files are readable inside a gVisor sandbox;
+// internal/agent/oom reads them. GuardKillFile holds the Unix time in nanoseconds of the guard's
+// last kill ("0": none), GuardPressureFile "1" while the host memory use is above the sandbox's
+// limit, else "0".
+const (
+	GuardDir          = "/run/hutch-guard"
+	GuardKillFile     = GuardDir + "/last_kill"
+	GuardPressureFile = GuardDir + "/pressure"
+)
+
+// guardLimitFile, in the guard directory, keeps the sandbox's own memory limit (bytes) for a
+// guard started by Adopt.
+const guardLimitFile = "memory_limit"
 
 // guardInterval is how often a guard reads its sandbox's host memory use; settleStep and
 // settleMax bound the wait after a kill (settle).
@@ -52,25 +71,35 @@ const (
 // load `runsc ps` and `runsc kill` take seconds; a lite sandbox's bomb grew ~25 MB/s).
 func guardTrigger(hostLimit int64) int64 { return hostLimit - hostLimit/4 }
 
-// guardDir is the bundle's directory mounted read-only at filepath.Dir(GuardFile).
+// guardDir is the bundle's directory mounted read-only at GuardDir.
 func (r *Runtime) guardDir(id string) string { return filepath.Join(r.bundle(id), "guard") }
 
 // guardMount is the spec mount of guardDir.
 func (r *Runtime) guardMount(id string) specs.Mount {
-	return specs.Mount{Destination: filepath.Dir(GuardFile), Type: "bind", Source: r.guardDir(id), Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}
+	return specs.Mount{Destination: GuardDir, Type: "bind", Source: r.guardDir(id), Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}
 }
 
-// writeGuardFile (re)creates the guard's count file with n.
-func (r *Runtime) writeGuardFile(id string, n int64) error {
+// initGuardDir (re)creates id's guard directory for a sandbox limited to limit bytes.
+func (r *Runtime) initGuardDir(id string, limit int64) error {
+	if err := os.MkdirAll(r.guardDir(id), 0o755); err != nil {
+		return err
+	}
+	for name, v := range map[string]int64{filepath.Base(GuardKillFile): 0, filepath.Base(GuardPressureFile): 0, guardLimitFile: limit} {
+		if err := r.writeGuardFile(id, name, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeGuardFile replaces file name of id's guard directory with v (decimal and a newline).
+func (r *Runtime) writeGuardFile(id, name string, v int64) error {
 	dir := r.guardDir(id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	tmp := filepath.Join(dir, "."+name)
+	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o644); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, ".tmp")
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(n, 10)+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, filepath.Base(GuardFile)))
+	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
 // guards tracks the running guard of each container.
@@ -149,7 +178,12 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		return // "max" or unlimited: no limit to guard
 	}
 	trigger := guardTrigger(limit)
-	var kills int64
+	// The sandbox's own limit, for the pressure signal (0: none).
+	own, _ := readInt(filepath.Join(r.guardDir(id), guardLimitFile))
+	pressure := false
+	if b, err := os.ReadFile(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile))); err == nil {
+		pressure = strings.TrimSpace(string(b)) == "1"
+	}
 	t := time.NewTicker(guardInterval)
 	defer t.Stop()
 	for {
@@ -162,6 +196,12 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if err != nil {
 			return // the cgroup is gone: the container ended
 		}
+		if own > 0 && (used > own) != pressure && (used > own || used < own-own/16) {
+			pressure = used > own
+			if err := r.writeGuardFile(id, filepath.Base(GuardPressureFile), map[bool]int64{false: 0, true: 1}[pressure]); err != nil {
+				r.log.Warn("memory guard: pressure file", "id", id, "err", err)
+			}
+		}
 		if used <= trigger {
 			continue
 		}
@@ -173,16 +213,11 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			time.Sleep(settleStep) // no line per poll
 			continue
 		}
-		kills++
-		if err := r.writeGuardFile(id, kills); err != nil {
-			r.log.Warn("memory guard: count file", "id", id, "err", err)
+		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
+			r.log.Warn("memory guard: kill file", "id", id, "err", err)
 		}
 		rounds, err := r.killGroup(ctx, id, pgid)
 		restore()
-		if rounds == 0 { // the group ended meanwhile: no kill to report
-			kills--
-			_ = r.writeGuardFile(id, kills)
-		}
 		r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
 			"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
 		r.settle(ctx, usagePath, trigger)
@@ -274,7 +309,7 @@ type psEntry struct {
 }
 
 // largestGroup returns the process group of id with the most processes, and its size; the
-// groups of PID 1 and of PID 1's hutch-init children (the agent) are never chosen.
+// groups of PID 1 and of the agent's server are never chosen (pickGroup).
 func (r *Runtime) largestGroup(ctx context.Context, id string) (pgid, n int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -316,13 +351,23 @@ func parsePS(out []byte) ([]psEntry, error) {
 	return ps, nil
 }
 
-// pickGroup is largestGroup's choice among ps.
+// pickGroup is largestGroup's choice among ps. Protected are PID 1's group and the agent
+// server's: the first hutch-init child of PID 1 (the lowest PID; PID 1 starts it before any
+// command runs, so a process that names itself hutch-init and is reparented to PID 1 later
+// has a higher one).
 func pickGroup(ps []psEntry) (pgid, n int, err error) {
 	protected := map[int]bool{0: true}
+	server := psEntry{}
 	for _, p := range ps {
-		if p.PID == 1 || (p.PPID == 1 && strings.HasPrefix(p.Cmd, "hutch-init")) {
+		if p.PID == 1 {
 			protected[p.PGID] = true
 		}
+		if p.PPID == 1 && strings.HasPrefix(p.Cmd, "hutch-init") && (server.PID == 0 || p.PID < server.PID) {
+			server = p
+		}
+	}
+	if server.PID != 0 {
+		protected[server.PGID] = true
 	}
 	count := map[int]int{}
 	for _, p := range ps {

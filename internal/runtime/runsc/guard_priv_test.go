@@ -2,9 +2,12 @@ package runsc_test
 
 import (
 	"log/slog"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
@@ -12,7 +15,8 @@ import (
 
 // TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
 // agent inside to stop it, has its process group killed by the memory guard from the host; the
-// sandbox (PID 1) keeps running, and the kill is counted in GuardFile. "adopted": the guard of
+// sandbox (PID 1) keeps running, the kill's time is in GuardKillFile, and GuardPressureFile said
+// "1" while the host count was above the sandbox's limit. "adopted": the guard of
 // the runtime that started the sandbox is gone (its hutchd exited) and a new runtime took the
 // sandbox over (Adopt), as a restarted hutchd does.
 func TestMemoryGuardKillsGroup(t *testing.T) {
@@ -38,6 +42,26 @@ func TestMemoryGuardKillsGroup(t *testing.T) {
 			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (3/4 of
 			// runsc.SentryMemory(64 MiB, 64): 192 MiB) slowly enough for the guard to act
 			// before the host limit.
+			// Meanwhile the guard says "1" in the pressure file once the host count passes the
+			// sandbox's 64 MiB.
+			pressureFile := filepath.Join(e.dir, "bundles", id, "guard", "pressure")
+			sawPressure := make(chan bool, 1)
+			stop := make(chan struct{})
+			go func() {
+				for {
+					if b, _ := os.ReadFile(pressureFile); string(b) == "1\n" {
+						sawPressure <- true
+						return
+					}
+					select {
+					case <-stop:
+						sawPressure <- false
+						return
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}()
+			before := time.Now().UnixNano()
 			code, out := e.exec(t, id, "python3", "-c", `
 import time
 held = []
@@ -46,15 +70,20 @@ for i in range(100):
     time.sleep(0.05)
 print("survived")
 `)
+			close(stop)
 			if code != 128+9 || strings.Contains(out, "survived") {
 				t.Fatalf("the allocation ended with exit %d, %q; want SIGKILL", code, out)
+			}
+			if !<-sawPressure {
+				t.Error("the pressure file never said 1")
 			}
 			st, err := e.rt.State(ctx, id)
 			if err != nil || st.Status != runtime.StatusRunning {
 				t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
 			}
-			if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "1\n" {
-				t.Errorf("guard count: exit %d, %q; want 1", code, out)
+			code, out = e.exec(t, id, "cat", runsc.GuardKillFile)
+			if at, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || at < before || at > time.Now().UnixNano() {
+				t.Errorf("guard kill time: exit %d, %q; want the time of the kill", code, out)
 			}
 		})
 	}

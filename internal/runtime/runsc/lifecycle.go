@@ -76,7 +76,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (
 	if err := ocispec.WriteBundle(bundle, oci); err != nil {
 		return runtime.State{}, fmt.Errorf("runsc: %w", err)
 	}
-	if err := r.writeGuardFile(spec.ID, 0); err != nil {
+	if err := r.initGuardDir(spec.ID, spec.Resources.MemoryBytes); err != nil {
 		return runtime.State{}, fmt.Errorf("runsc: memory guard: %w", err)
 	}
 	started := time.Now()

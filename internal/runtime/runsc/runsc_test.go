@@ -223,12 +223,17 @@ func TestContainerLifecycle(t *testing.T) {
 			}
 		}
 	}
-	// The memory guard's count is readable inside, and read-only.
-	if code, out := e.exec(t, id, "cat", runsc.GuardFile); code != 0 || out != "0\n" {
-		t.Errorf("cat %s: exit %d, %q; want 0", runsc.GuardFile, code, out)
+	// The memory guard's files are readable inside, and read-only.
+	for _, f := range []string{runsc.GuardKillFile, runsc.GuardPressureFile} {
+		if code, out := e.exec(t, id, "cat", f); code != 0 || out != "0\n" {
+			t.Errorf("cat %s: exit %d, %q; want 0", f, code, out)
+		}
+		if code, out := e.exec(t, id, "sh", "-c", "echo 9 > "+f); code == 0 {
+			t.Errorf("the guard's file %s is writable inside: %q", f, out)
+		}
 	}
-	if code, out := e.exec(t, id, "sh", "-c", "echo 9 > "+runsc.GuardFile); code == 0 {
-		t.Errorf("the guard's count file is writable inside: %q", out)
+	if code, out := e.exec(t, id, "sh", "-c", "touch "+runsc.GuardDir+"/x || ln -s / "+runsc.GuardDir+"/y"); code == 0 {
+		t.Errorf("the guard's directory is writable inside: %q", out)
 	}
 	if !inCgroup {
 		t.Errorf("sandbox pid %d is in none of %v", st.Pid, e.rt.CgroupDirs(id))
