@@ -30,15 +30,17 @@ import (
 // the shims commands run under, whose Go runtime holds 20-40 MB) are never chosen; killing a
 // shim frees little and ends an innocent command.
 //
-// Reading the usage is not free inside gVisor (the Sentry scans its memory file: about 3 ms of a
-// lite sandbox's CPU per read). With Pressure set, the enforcer reads that file every
-// SlowInterval and the usage only while it says "1" (hutchd's memory guard sets it while the
-// host's count, which is never below the usage inside, is above Limit), then every
-// FastInterval. Without Pressure (or when its file is unreadable) the usage is polled: every
-// SlowInterval under half the limit, every FastInterval above. A process allocating faster than
-// the interval allows overshoots the limit by what it allocates in one interval; the runtime's
-// host cgroup has room above the limit for that and for the runtime's own memory
-// (runsc.SentryMemory).
+// Watching is not free inside gVisor: every wake-up of the agent costs the Sentry (~1.3 ms of a
+// lite sandbox's CPU, measured) and so does every read of the usage (the Sentry scans its memory
+// file). With Pressure set, the enforcer reads that file every 500 ms (pressureInterval) and the
+// usage only while it says "1" (hutchd's memory guard sets it while the host's count, which is
+// never below the usage inside, is above Limit): every SlowInterval, every FastInterval within
+// 1/8 of the limit. Without Pressure (or when its file is unreadable) the usage is read at those
+// intervals all the time. A process allocating faster than the interval allows overshoots the
+// limit by what it allocates in one interval: its CPU quota bounds that (a lite sandbox
+// allocates ~50 MB/s under gVisor), and the runtime's host cgroup has room above the limit for
+// it and for the runtime's own memory (runsc.SentryMemory). Measured idle cost in a lite
+// sandbox: 2 ms of CPU a second (15 ms polling every 100 ms, 30 ms reading the usage too).
 type Enforcer struct {
 	// Limit is the sandbox's memory limit, in bytes (> 0).
 	Limit int64
@@ -52,12 +54,14 @@ type Enforcer struct {
 	Self   string
 	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
 	Pressure string
-	// FastInterval and SlowInterval are the polling periods; defaults 10 ms and 100 ms.
+	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
+	// 250 ms (see the type's comment).
 	FastInterval, SlowInterval time.Duration
 	Log                        *slog.Logger
 
-	kills    atomic.Int64
-	lastWarn atomic.Int64 // Unix nanoseconds of the last warning
+	kills      atomic.Int64
+	lastWarn   atomic.Int64 // Unix nanoseconds of the last warning
+	pressureFD *os.File     // Pressure, open (Run's goroutine only)
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -104,10 +108,10 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	}
 	fast, slow := e.FastInterval, e.SlowInterval
 	if fast <= 0 {
-		fast = 10 * time.Millisecond
+		fast = 100 * time.Millisecond
 	}
 	if slow <= 0 {
-		slow = 100 * time.Millisecond
+		slow = 250 * time.Millisecond
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -118,11 +122,9 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		next := slow
-		if e.Pressure != "" {
-			if b, err := os.ReadFile(e.Pressure); err == nil && string(bytes.TrimSpace(b)) == "0" {
-				t.Reset(slow)
-				continue
-			}
+		if e.Pressure != "" && e.calm() {
+			t.Reset(pressureInterval)
+			continue
 		}
 		used, err := usage()
 		switch {
@@ -131,11 +133,36 @@ func (e *Enforcer) Run(ctx context.Context) error {
 		case used > e.Limit:
 			e.killOne(ctx, used, usage)
 			next = fast
-		case used > e.Limit/2:
+		case used > e.Limit-e.Limit/8:
 			next = fast
 		}
 		t.Reset(next)
 	}
+}
+
+// pressureInterval is how often the enforcer reads Pressure while it says "0". Each wake-up of
+// the agent costs the Sentry: polling every 100 ms took 15 ms a second of a lite sandbox's CPU
+// (a quarter of its quota) while idle.
+const pressureInterval = 500 * time.Millisecond
+
+// calm reports whether Pressure says "0", read from a descriptor kept open (pread: no open and
+// close per poll; with --file-access=shared the Sentry reads the host file each time).
+func (e *Enforcer) calm() bool {
+	if e.pressureFD == nil {
+		f, err := os.Open(e.Pressure)
+		if err != nil {
+			return false
+		}
+		e.pressureFD = f
+	}
+	var b [8]byte
+	n, err := e.pressureFD.ReadAt(b[:], 0)
+	if n == 0 && err != nil {
+		e.pressureFD.Close()
+		e.pressureFD = nil // the guard replaced the file: open the new one next time
+		return false
+	}
+	return string(bytes.TrimSpace(b[:n])) == "0"
 }
 
 // warn logs at most one line per warnEvery (an attacker can make the enforcer fail every poll).

@@ -3,6 +3,7 @@ package runsc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -102,6 +103,17 @@ func (r *Runtime) writeGuardFile(id, name string, v int64) error {
 	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
+// setPressure overwrites the pressure file in place ("0\n" and "1\n" have one length), not by
+// a rename: the agent keeps it open and rereads it (oom.Enforcer).
+func (r *Runtime) setPressure(id string, on bool) error {
+	f, err := os.OpenFile(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)), os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteAt([]byte(map[bool]string{false: "0\n", true: "1\n"}[on]), 0)
+	return errors.Join(err, f.Close())
+}
+
 // guards tracks the running guard of each container.
 type guards struct {
 	mu     sync.Mutex
@@ -198,7 +210,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		}
 		if own > 0 && (used > own) != pressure && (used > own || used < own-own/16) {
 			pressure = used > own
-			if err := r.writeGuardFile(id, filepath.Base(GuardPressureFile), map[bool]int64{false: 0, true: 1}[pressure]); err != nil {
+			if err := r.setPressure(id, pressure); err != nil {
 				r.log.Warn("memory guard: pressure file", "id", id, "err", err)
 			}
 		}
