@@ -26,16 +26,17 @@ import (
 //
 // Two departures from Linux, because an attacker in the sandbox chooses its oom_score_adj (gVisor
 // lets any process lower it, Linux only with CAP_SYS_RESOURCE, which sandboxes lack): negative
-// values count as 0, and processes running the agent's own binary (Self: the agent's server,
-// the shims commands run under, whose Go runtime holds 20-40 MB) are never chosen; killing a
-// shim frees little and ends an innocent command.
+// values count as 0, and the shims the agent's server starts commands under (its children
+// running Self, the agent's binary, whose Go runtime holds 20-40 MB) are never chosen; killing
+// a shim frees little and ends an innocent command.
 //
 // Watching is not free inside gVisor: every wake-up of the agent costs the Sentry (~1.3 ms of a
 // lite sandbox's CPU, measured) and so does every read of the usage (the Sentry scans its memory
 // file). With Pressure set, the enforcer reads that file every 500 ms (pressureInterval) and the
 // usage only while it says "1" (hutchd's memory guard sets it while the host's count, which is
-// never below the usage inside, is above Limit): every SlowInterval, every FastInterval within
-// 1/8 of the limit. Without Pressure (or when its file is unreadable) the usage is read at those
+// never below the usage inside, is above Limit): every FastInterval while it grows within 1/8
+// of the limit, else every SlowInterval, doubling up to 2 s while it does not grow (a sandbox
+// that runs at its limit: measured 31 ms/s of a lite sandbox's CPU with reads every 100 ms). Without Pressure (or when its file is unreadable) the usage is read at those
 // intervals all the time. A process allocating faster than the interval allows overshoots the
 // limit by what it allocates in one interval: its CPU quota bounds that (a lite sandbox
 // allocates ~50 MB/s under gVisor), and the runtime's host cgroup has room above the limit for
@@ -49,9 +50,12 @@ type Enforcer struct {
 	// Proc is the procfs to find processes in; default "/proc".
 	Proc string
 	// Exempt are pids never chosen (the agent's own processes); pid 1 never is. Neither is a
-	// process whose /proc/PID/exe is Self (the agent's binary), when set.
+	// child of Server (the agent's server process) whose /proc/PID/exe is Self (the agent's
+	// binary): the shims it starts commands under. Another copy of the binary is not exempt: a
+	// command can run one, and make it hold memory (process logs).
 	Exempt []int
 	Self   string
+	Server int
 	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
 	Pressure string
 	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
@@ -115,30 +119,50 @@ func (e *Enforcer) Run(ctx context.Context) error {
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
+	last, idle := int64(-1), slow // the previous usage read (-1: none) and the current back-off
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		next := slow
 		if e.Pressure != "" && e.calm() {
+			last, idle = -1, slow
 			t.Reset(pressureInterval)
 			continue
 		}
 		used, err := usage()
+		next := slow
 		switch {
 		case err != nil:
 			e.warn("oom enforcer: read usage", "err", err)
 		case used > e.Limit:
 			e.killOne(ctx, used, usage)
 			next = fast
-		case used > e.Limit-e.Limit/8:
+		case used > e.Limit-e.Limit/8 && (last < 0 || used > last+growthStep):
 			next = fast
+		case used > e.Limit-e.Limit/8 || used <= last+growthStep:
+			// Near the limit but not growing (or far below it): back off, doubling up to
+			// steadyMax, so a sandbox that runs at its limit does not pay for fast reads.
+			idle = min(max(idle*2, slow), steadyMax)
+			next = idle
 		}
+		if next == fast {
+			idle = slow
+		}
+		last = used
 		t.Reset(next)
 	}
 }
+
+// growthStep is the growth of the usage between two reads that counts as growing; steadyMax
+// is the longest wait between reads while it does not grow (a lite sandbox allocates at most
+// ~50 MB/s under gVisor: 100 MB in steadyMax, within its host cgroup's room above the limit,
+// where hutchd's guard acts).
+const (
+	growthStep = 1 << 20
+	steadyMax  = 2 * time.Second
+)
 
 // pressureInterval is how often the enforcer reads Pressure while it says "0". Each wake-up of
 // the agent costs the Sentry: polling every 100 ms took 15 ms a second of a lite sandbox's CPU
@@ -244,8 +268,8 @@ func (e *Enforcer) victim() (candidate, bool) {
 			continue
 		}
 		dir := filepath.Join(e.proc(), ent.Name())
-		if e.Self != "" {
-			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && exe == e.Self {
+		if e.Self != "" && e.Server != 0 {
+			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && exe == e.Self && parentPID(filepath.Join(dir, "stat")) == e.Server {
 				continue
 			}
 		}
@@ -266,6 +290,25 @@ func (e *Enforcer) victim() (candidate, bool) {
 		}
 	}
 	return best, found
+}
+
+// parentPID reads the parent's PID from a /proc/PID/stat ("pid (comm) state ppid …"; comm may
+// hold spaces and parentheses, so the fields after the last ")" are counted), 0 when unreadable.
+func parentPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(f[1]))
+	return n
 }
 
 // residentPages reads the resident field (the second) of a /proc/PID/statm.

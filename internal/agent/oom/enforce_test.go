@@ -13,16 +13,26 @@ import (
 	"time"
 )
 
-// fakeProc writes /proc/PID/{statm,oom_score_adj,comm,exe} for pid under root.
+// serverPID is the agent server's PID in these tests (Enforcer.Server).
+const serverPID = 7
+
+// fakeProc writes /proc/PID/{statm,oom_score_adj,comm,exe,stat} for pid under root. "shim" is
+// the agent's binary started by the server; "rogue" the agent's binary started by anyone else.
 func fakeProc(t *testing.T, root string, pid int, rssPages, adj int64, comm string) {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	exe := "/usr/bin/" + comm
-	if comm == "shim" {
+	exe, ppid := "/usr/bin/"+comm, 1
+	switch comm {
+	case "shim":
+		exe, ppid = agentExe, serverPID
+	case "rogue":
 		exe = agentExe
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(fmt.Sprintf("%d (a (b) c) S %d %d 0 0\n", pid, ppid, pid)), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	if err := os.Symlink(exe, filepath.Join(dir, "exe")); err != nil {
 		t.Fatal(err)
@@ -44,7 +54,8 @@ const agentExe = "/.hutch/hutch-init"
 // TestEnforcerChoosesLikeLinux runs the enforcer over a procfs made for the test whose entries
 // are real child processes: it must kill the one of highest badness (resident pages plus
 // oom_score_adj thousandths of the limit, a negative adjustment counting as 0), never pid 1,
-// an Exempt pid or a process of the agent's binary, only that one, and count the kill.
+// an Exempt pid or a shim (the agent's binary, started by its server; another copy of the
+// binary is fair game), one at a time, and count the kills.
 func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	root := t.TempDir()
 	page := int64(os.Getpagesize())
@@ -57,7 +68,7 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 		return c
 	}
-	big, adjusted, exempt, shim, negative := start(), start(), start(), start(), start()
+	big, adjusted, exempt, shim, negative, rogue := start(), start(), start(), start(), start(), start()
 	limitPages := limit / page
 	fakeProc(t, root, 1, 10*limitPages, 0, "init")                          // pid 1: never
 	fakeProc(t, root, big.Process.Pid, limitPages/2, 0, "big")              // 0.5 × limit
@@ -66,6 +77,8 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	fakeProc(t, root, shim.Process.Pid, 5*limitPages, 500, "shim")          // the agent's binary
 	// Linux would never choose -1000; here it counts as 0: 0.7 × limit, the highest.
 	fakeProc(t, root, negative.Process.Pid, limitPages*7/10, -1000, "negative")
+	// A copy of the agent's binary that the server did not start: 0.65, the next victim.
+	fakeProc(t, root, rogue.Process.Pid, limitPages*65/100, 0, "rogue")
 	os.MkdirAll(filepath.Join(root, "self"), 0o755) // not a pid
 	pressure := filepath.Join(t.TempDir(), "pressure")
 	os.WriteFile(pressure, []byte("0\n"), 0o644)
@@ -73,7 +86,7 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	var reads atomic.Int64
 	over.Store(true)
 	e := &Enforcer{
-		Limit: limit, Proc: root, Exempt: []int{exempt.Process.Pid}, Self: agentExe, Pressure: pressure,
+		Limit: limit, Proc: root, Exempt: []int{exempt.Process.Pid}, Self: agentExe, Server: serverPID, Pressure: pressure,
 		Usage: func() (int64, error) {
 			reads.Add(1)
 			if over.Load() {
@@ -104,8 +117,17 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the enforcer killed nothing")
 	}
-	// Its memory is back (the fake procfs entry goes with it): nothing more is killed.
+	// Still over the limit: the rogue copy of the agent's binary goes next.
 	os.RemoveAll(filepath.Join(root, strconv.Itoa(negative.Process.Pid)))
+	werr = make(chan error, 1)
+	go func() { werr <- rogue.Wait() }()
+	select {
+	case <-werr:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the rogue copy of the agent's binary was not killed")
+	}
+	// Its memory is back (the fake procfs entry goes with it): nothing more is killed.
+	os.RemoveAll(filepath.Join(root, strconv.Itoa(rogue.Process.Pid)))
 	over.Store(false)
 	time.Sleep(50 * time.Millisecond)
 	for _, c := range []*exec.Cmd{big, adjusted, exempt, shim} {
@@ -113,12 +135,12 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 			t.Errorf("%v was killed too", c.Args)
 		}
 	}
-	if got := e.Kills(); got != 1 {
-		t.Errorf("Kills() = %d, want 1", got)
+	if got := e.Kills(); got != 2 {
+		t.Errorf("Kills() = %d, want 2", got)
 	}
-	// The agent's counter reports the kill.
-	if n, ok := (Counter{Root: t.TempDir(), Enforcer: e}).Kills(); !ok || n != 1 {
-		t.Errorf("Counter with the enforcer: %d, %v; want 1, true", n, ok)
+	// The agent's counter reports the kills.
+	if n, ok := (Counter{Root: t.TempDir(), Enforcer: e}).Kills(); !ok || n != 2 {
+		t.Errorf("Counter with the enforcer: %d, %v; want 2, true", n, ok)
 	}
 	cancel()
 	if err := <-done; err != nil {
@@ -188,5 +210,44 @@ func TestGuardCounter(t *testing.T) {
 	w := Counter{Root: t.TempDir(), Guard: filepath.Join(t.TempDir(), "missing")}.Start()
 	if got := w.Reason(137); got != "" {
 		t.Fatalf("a missing guard file reported %q", got)
+	}
+}
+
+// TestEnforcerBacksOffAtASteadyUsage: near the limit, the usage is read often while it grows
+// and less and less often while it stays put (a sandbox that runs at its limit must not pay
+// for fast reads). The bounds are wide: fast reads every millisecond against back-off from
+// 10 ms doubling.
+func TestEnforcerBacksOffAtASteadyUsage(t *testing.T) {
+	const limit = 100 << 20
+	for _, tc := range []struct {
+		name    string
+		growing bool
+	}{{"steady", false}, {"growing", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reads atomic.Int64
+			e := &Enforcer{
+				Limit: limit, Proc: t.TempDir(),
+				Usage: func() (int64, error) {
+					n := reads.Add(1)
+					if tc.growing {
+						return limit*9/10 + (n%5)*(2<<20), nil // grows 2 MiB a read, stays under the limit
+					}
+					return limit * 95 / 100, nil
+				},
+				FastInterval: time.Millisecond, SlowInterval: 10 * time.Millisecond,
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+			defer cancel()
+			if err := e.Run(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n := reads.Load()
+			if !tc.growing && n > 15 {
+				t.Errorf("steady usage read %d times in 600 ms; want the back-off (about 7)", n)
+			}
+			if tc.growing && n < 30 {
+				t.Errorf("growing usage read %d times in 600 ms; want fast reads", n)
+			}
+		})
 	}
 }
