@@ -179,7 +179,7 @@ func run(cfg config, log *slog.Logger) error {
 		// Before the first command: its exec result must count the enforcer's kills.
 		self, _ := os.Executable()
 		e := &oom.Enforcer{
-			Limit: cfg.memoryLimit, Exempt: []int{os.Getpid()}, Self: self, Server: os.Getpid(),
+			Limit: cfg.memoryLimit, Server: os.Getpid(), Self: self,
 			Pressure: oom.GuardPressureFile, Log: log.With("role", "oom"),
 		}
 		oom.Default.Enforcer = e

@@ -9,13 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -279,20 +278,17 @@ func (m *Manager) imageRoom(rt runtime.Runtime, rec store.Sandbox) string {
 }
 
 // cgroupMemory reads the memory a cgroup uses, in bytes, from the first of dirs that has it
-// (cgroup v2 memory.current, v1 memory.usage_in_bytes); -1 when none does.
+// (ocispec.MemoryFiles); -1 when none does.
 func cgroupMemory(dirs []string) int64 {
-	for _, d := range dirs {
-		for _, f := range []string{"memory.current", "memory.usage_in_bytes"} {
-			b, err := os.ReadFile(filepath.Join(d, f))
-			if err != nil {
-				continue
-			}
-			if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
-				return n
-			}
-		}
+	usage, _, ok := ocispec.MemoryFiles(dirs)
+	if !ok {
+		return -1
 	}
-	return -1
+	n, err := ocispec.ReadInt(usage)
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // saveSessions asks the agent behind tr to write its sessions to the disk now

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -36,8 +35,9 @@ import (
 // usage only while it says "1" (hutchd's memory guard sets it while the host's count, which is
 // never below the usage inside, is above Limit): every FastInterval while it grows within 1/8
 // of the limit, else every SlowInterval, doubling up to 2 s while it does not grow (a sandbox
-// that runs at its limit: measured 31 ms/s of a lite sandbox's CPU with reads every 100 ms). Without Pressure (or when its file is unreadable) the usage is read at those
-// intervals all the time. A process allocating faster than the interval allows overshoots the
+// that runs at its limit: measured 31 ms/s of a lite sandbox's CPU with reads every 100 ms).
+// Without Pressure (or when its file is unreadable) the usage is read at those intervals all
+// the time. A process allocating faster than the interval allows overshoots the
 // limit by what it allocates in one interval: its CPU quota bounds that (a lite sandbox
 // allocates ~50 MB/s under gVisor), and the runtime's host cgroup has room above the limit for
 // it and for the runtime's own memory (runsc.SentryMemory). Measured idle cost in a lite
@@ -49,13 +49,12 @@ type Enforcer struct {
 	Usage func() (int64, error)
 	// Proc is the procfs to find processes in; default "/proc".
 	Proc string
-	// Exempt are pids never chosen (the agent's own processes); pid 1 never is. Neither is a
-	// child of Server (the agent's server process) whose /proc/PID/exe is Self (the agent's
-	// binary): the shims it starts commands under. Another copy of the binary is not exempt: a
-	// command can run one, and make it hold memory (process logs).
-	Exempt []int
-	Self   string
+	// Server is the agent's server process, never chosen (nor is pid 1), and neither is a
+	// child of Server whose /proc/PID/exe is Self (the agent's binary): the shims it starts
+	// commands under. Another copy of the binary is not exempt: a command can run one, and
+	// make it hold memory (process logs).
 	Server int
+	Self   string
 	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
 	Pressure string
 	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
@@ -63,9 +62,10 @@ type Enforcer struct {
 	FastInterval, SlowInterval time.Duration
 	Log                        *slog.Logger
 
-	kills      atomic.Int64
-	lastWarn   atomic.Int64 // Unix nanoseconds of the last warning
-	pressureFD *os.File     // Pressure, open (Run's goroutine only)
+	kills atomic.Int64
+	// Run's goroutine only:
+	lastWarn   time.Time // of the last warning
+	pressureFD *os.File  // Pressure, open
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -84,14 +84,13 @@ func CgroupUsage(root string) func() (int64, error) {
 	return func() (int64, error) {
 		var first error
 		for _, p := range paths {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				if first == nil {
-					first = err
-				}
-				continue
+			n, err := readInt(p)
+			if err == nil || !errors.Is(err, os.ErrNotExist) {
+				return n, err
 			}
-			return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+			if first == nil {
+				first = err
+			}
 		}
 		return 0, fmt.Errorf("memory usage: %w", first)
 	}
@@ -191,11 +190,10 @@ func (e *Enforcer) calm() bool {
 
 // warn logs at most one line per warnEvery (an attacker can make the enforcer fail every poll).
 func (e *Enforcer) warn(msg string, args ...any) {
-	now := time.Now().UnixNano()
-	if last := e.lastWarn.Load(); last != 0 && now-last < int64(warnEvery) {
+	if time.Since(e.lastWarn) < warnEvery {
 		return
 	}
-	e.lastWarn.Store(now)
+	e.lastWarn = time.Now()
 	e.logger().Warn(msg, args...)
 }
 
@@ -223,9 +221,10 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 	e.kills.Add(1)
 	e.logger().Warn("oom enforcer: killed a process over the sandbox's memory limit",
 		"pid", v.pid, "comm", v.comm, "rss_bytes", v.rss, "usage", used, "limit", e.Limit)
+	// Every step costs the Sentry a stat, and a usage read once the process is gone.
 	deadline := time.Now().Add(time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 		if _, err := os.Stat(filepath.Join(e.proc(), strconv.Itoa(v.pid))); err == nil {
 			continue
 		}
@@ -251,8 +250,8 @@ type candidate struct {
 }
 
 // victim returns the process Linux's oom_badness would choose: the highest resident pages +
-// oom_score_adj (at least 0) × (limit in pages) / 1000, skipping pid 1, Exempt, Self's
-// processes and processes without memory (no mm: zombies).
+// oom_score_adj (at least 0) × (limit in pages) / 1000, skipping pid 1, Server, its shims and
+// processes without memory (no mm: zombies).
 func (e *Enforcer) victim() (candidate, bool) {
 	ents, err := os.ReadDir(e.proc())
 	if err != nil {
@@ -264,7 +263,7 @@ func (e *Enforcer) victim() (candidate, bool) {
 	found := false
 	for _, ent := range ents {
 		pid, err := strconv.Atoi(ent.Name())
-		if err != nil || pid == 1 || slices.Contains(e.Exempt, pid) {
+		if err != nil || pid == 1 || pid == e.Server {
 			continue
 		}
 		dir := filepath.Join(e.proc(), ent.Name())

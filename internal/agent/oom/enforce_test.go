@@ -13,12 +13,9 @@ import (
 	"time"
 )
 
-// serverPID is the agent server's PID in these tests (Enforcer.Server).
-const serverPID = 7
-
 // fakeProc writes /proc/PID/{statm,oom_score_adj,comm,exe,stat} for pid under root. "shim" is
-// the agent's binary started by the server; "rogue" the agent's binary started by anyone else.
-func fakeProc(t *testing.T, root string, pid int, rssPages, adj int64, comm string) {
+// the agent's binary started by serverPID; "rogue" the agent's binary started by anyone else.
+func fakeProc(t *testing.T, root string, pid int, rssPages, adj int64, comm string, serverPID int) {
 	t.Helper()
 	dir := filepath.Join(root, strconv.Itoa(pid))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -54,7 +51,7 @@ const agentExe = "/.hutch/hutch-init"
 // TestEnforcerChoosesLikeLinux runs the enforcer over a procfs made for the test whose entries
 // are real child processes: it must kill the one of highest badness (resident pages plus
 // oom_score_adj thousandths of the limit, a negative adjustment counting as 0), never pid 1,
-// an Exempt pid or a shim (the agent's binary, started by its server; another copy of the
+// the agent's server or a shim (the agent's binary, started by its server; another copy of the
 // binary is fair game), one at a time, and count the kills.
 func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	root := t.TempDir()
@@ -70,15 +67,15 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	}
 	big, adjusted, exempt, shim, negative, rogue := start(), start(), start(), start(), start(), start()
 	limitPages := limit / page
-	fakeProc(t, root, 1, 10*limitPages, 0, "init")                          // pid 1: never
-	fakeProc(t, root, big.Process.Pid, limitPages/2, 0, "big")              // 0.5 × limit
-	fakeProc(t, root, adjusted.Process.Pid, limitPages/10, 500, "adjusted") // 0.1 + 0.5
-	fakeProc(t, root, exempt.Process.Pid, 5*limitPages, 0, "agent")         // Exempt
-	fakeProc(t, root, shim.Process.Pid, 5*limitPages, 500, "shim")          // the agent's binary
+	fakeProc(t, root, 1, 10*limitPages, 0, "init", exempt.Process.Pid)                          // pid 1: never
+	fakeProc(t, root, big.Process.Pid, limitPages/2, 0, "big", exempt.Process.Pid)              // 0.5 × limit
+	fakeProc(t, root, adjusted.Process.Pid, limitPages/10, 500, "adjusted", exempt.Process.Pid) // 0.1 + 0.5
+	fakeProc(t, root, exempt.Process.Pid, 5*limitPages, 0, "agent", exempt.Process.Pid)         // the server
+	fakeProc(t, root, shim.Process.Pid, 5*limitPages, 500, "shim", exempt.Process.Pid)          // the agent's binary
 	// Linux would never choose -1000; here it counts as 0: 0.7 × limit, the highest.
-	fakeProc(t, root, negative.Process.Pid, limitPages*7/10, -1000, "negative")
+	fakeProc(t, root, negative.Process.Pid, limitPages*7/10, -1000, "negative", exempt.Process.Pid)
 	// A copy of the agent's binary that the server did not start: 0.65, the next victim.
-	fakeProc(t, root, rogue.Process.Pid, limitPages*65/100, 0, "rogue")
+	fakeProc(t, root, rogue.Process.Pid, limitPages*65/100, 0, "rogue", exempt.Process.Pid)
 	os.MkdirAll(filepath.Join(root, "self"), 0o755) // not a pid
 	pressure := filepath.Join(t.TempDir(), "pressure")
 	os.WriteFile(pressure, []byte("0\n"), 0o644)
@@ -86,7 +83,7 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	var reads atomic.Int64
 	over.Store(true)
 	e := &Enforcer{
-		Limit: limit, Proc: root, Exempt: []int{exempt.Process.Pid}, Self: agentExe, Server: serverPID, Pressure: pressure,
+		Limit: limit, Proc: root, Server: exempt.Process.Pid, Self: agentExe, Pressure: pressure,
 		Usage: func() (int64, error) {
 			reads.Add(1)
 			if over.Load() {

@@ -71,12 +71,17 @@ func (c Counter) lastGuardKill() int64 {
 	if c.Guard == "" {
 		return 0
 	}
-	b, err := os.ReadFile(c.Guard)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	n, _ := readInt(c.Guard)
 	return n
+}
+
+// readInt reads a file that holds one integer.
+func readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func readCounter(path string) (int64, bool) {

@@ -35,9 +35,9 @@ const (
 )
 
 // pump reads the non-blocking pipe read ends outR and errR from this one goroutine and calls
-// emit for each chunk (≤ ChunkSize bytes; one read of up to readSize bytes makes several). When both pipes are readable, stdout is read first,
-// so output keeps the program's order as far as it can be observed. wake is an eventfd poked
-// when bash exits or the tree is killed. pump returns once bash has exited and the pipes are
+// emit for each chunk (≤ ChunkSize bytes; one read of up to readSize bytes makes several).
+// When both pipes are readable, stdout is read first, so output keeps the program's order as
+// far as it can be observed. wake is an eventfd poked when bash exits or the tree is killed. pump returns once bash has exited and the pipes are
 // drained, or both pipes reached EOF and bash has exited.
 func pump(outR, errR, wake int, exited <-chan struct{}, emit func(stderr bool, p []byte)) {
 	buf := make([]byte, readSize)

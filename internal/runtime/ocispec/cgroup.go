@@ -62,3 +62,26 @@ func removeCgroup(ctx context.Context, dir string) error {
 	}
 	return nil
 }
+
+// MemoryFiles returns the memory-use and memory-limit files of the first of dirs (CgroupDirs)
+// whose use reads as a number: cgroup v2's memory.current and memory.max, v1's
+// memory.usage_in_bytes and memory.limit_in_bytes. ok is false when none does.
+func MemoryFiles(dirs []string) (usage, limit string, ok bool) {
+	for _, d := range dirs {
+		for _, f := range [][2]string{{"memory.current", "memory.max"}, {"memory.usage_in_bytes", "memory.limit_in_bytes"}} {
+			if _, err := ReadInt(filepath.Join(d, f[0])); err == nil {
+				return filepath.Join(d, f[0]), filepath.Join(d, f[1]), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// ReadInt reads a cgroup file that holds one integer.
+func ReadInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
 // The memory guard is the host-side backstop of a gVisor sandbox's memory limit. Inside,
@@ -157,45 +159,21 @@ func (r *Runtime) stopGuard(id string) {
 	}
 }
 
-// memoryFiles returns the host cgroup files of id's memory use and limit: v2's memory.current
-// and memory.max, or v1's memory.usage_in_bytes and memory.limit_in_bytes.
-func (r *Runtime) memoryFiles(id string) (usage, limit string, ok bool) {
-	for _, dir := range r.spec.CgroupDirs(id) {
-		if _, err := os.Stat(filepath.Join(dir, "memory.current")); err == nil {
-			return filepath.Join(dir, "memory.current"), filepath.Join(dir, "memory.max"), true
-		}
-		if _, err := os.Stat(filepath.Join(dir, "memory.usage_in_bytes")); err == nil {
-			return filepath.Join(dir, "memory.usage_in_bytes"), filepath.Join(dir, "memory.limit_in_bytes"), true
-		}
-	}
-	return "", "", false
-}
-
-func readInt(path string) (int64, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-}
-
 // guard watches id until ctx ends or its cgroup is gone.
 func (r *Runtime) guard(ctx context.Context, id string) {
-	usagePath, limitPath, ok := r.memoryFiles(id)
+	usagePath, limitPath, ok := ocispec.MemoryFiles(r.spec.CgroupDirs(id))
 	if !ok {
 		return
 	}
-	limit, err := readInt(limitPath)
+	limit, err := ocispec.ReadInt(limitPath)
 	if err != nil || limit <= 0 || limit >= 1<<62 {
 		return // "max" or unlimited: no limit to guard
 	}
 	trigger := guardTrigger(limit)
 	// The sandbox's own limit, for the pressure signal (0: none).
-	own, _ := readInt(filepath.Join(r.guardDir(id), guardLimitFile))
-	pressure := false
-	if b, err := os.ReadFile(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile))); err == nil {
-		pressure = strings.TrimSpace(string(b)) == "1"
-	}
+	own, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), guardLimitFile))
+	p, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)))
+	pressure := p == 1
 	t := time.NewTicker(guardInterval)
 	defer t.Stop()
 	for {
@@ -204,7 +182,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			return
 		case <-t.C:
 		}
-		used, err := readInt(usagePath)
+		used, err := ocispec.ReadInt(usagePath)
 		if err != nil {
 			return // the cgroup is gone: the container ended
 		}
@@ -299,14 +277,14 @@ func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds in
 // second group dies only for memory still growing: it returns when the use is at or under
 // trigger, when it stopped falling for half a second, or after settleMax.
 func (r *Runtime) settle(ctx context.Context, usagePath string, trigger int64) {
-	prev, err := readInt(usagePath)
+	prev, err := ocispec.ReadInt(usagePath)
 	if err != nil {
 		return
 	}
 	deadline := time.Now().Add(settleMax)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		time.Sleep(settleStep)
-		u, err := readInt(usagePath)
+		u, err := ocispec.ReadInt(usagePath)
 		if err != nil || u <= trigger || u >= prev {
 			return
 		}
