@@ -14,6 +14,7 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
@@ -24,8 +25,9 @@ import (
 // sixteenth of a CPU the agent runs too rarely to act, the Sentry's memory reaches the host
 // cgroup's limit (SentryMemory) and the host's OOM killer ends the whole sandbox. The guard
 // runs in hutchd, outside the sandbox's CPU limit: it polls the host cgroup's memory use every
-// guardInterval and, past guardTrigger, kills through runsc's control channel (which needs no
-// task of the sandbox to run) the process group with the most processes, never the agent's.
+// guardInterval and, past guardTrigger, pauses the sandbox, lists its processes, resumes it and
+// kills through runsc's control channel (which needs no task of the sandbox to run) the process
+// group with the most processes, never the agent's (contain).
 //
 // runsc reports no memory per process, so the guard chooses by count: a fork bomb is the
 // case the agent cannot handle, and its processes share a process group (each command the
@@ -64,15 +66,27 @@ const (
 	guardInterval = 50 * time.Millisecond
 	settleStep    = 500 * time.Millisecond
 	settleMax     = 15 * time.Second
+	// pauseLiftAfter is how long guardPause waits for a pause under the sandbox's CPU quota
+	// before lifting it (4 s seen under a fork bomb on a loaded host); pauseMax bounds a
+	// pause or resume (pauseUncancelled).
+	pauseLiftAfter = 5 * time.Second
+	pauseMax       = 2 * time.Minute
 )
 
-// guardTrigger is the host memory use past which the guard kills, for a host limit (bytes):
-// 3/4 of it. The agent keeps the sandbox's processes under their own limit, which SentryMemory
-// puts below that with room for the Sentry's memory of a few hundred tasks, so the guard acts
-// only when the agent could not or the Sentry's own memory grew with very many tasks. The
-// quarter above it is what a fork bomb may still take while the guard lists and kills (under
-// load `runsc ps` and `runsc kill` take seconds; a lite sandbox's bomb grew ~25 MB/s).
-func guardTrigger(hostLimit int64) int64 { return hostLimit - hostLimit/4 }
+// guardTrigger is the host memory use past which the guard kills, for a sandbox limited to own
+// bytes in a host cgroup limited to host: halfway between the two (3/4 of host without own).
+// The agent keeps the sandbox's processes under own, so above it is only the Sentry's memory:
+// its base and the tasks' (SentryMemory gives the host limit room for the pids limit's tasks at
+// ~0.5 MiB; half of that room takes ~0.45 MiB times the pids limit), and the guard acts when
+// the agent could not or the tasks outgrew that. The half above the trigger is what a fork
+// bomb may still take while the guard pauses, lists and kills: up to 180 MiB measured in a
+// lite sandbox on a loaded host, where the trigger leaves 256 MiB.
+func guardTrigger(own, host int64) int64 {
+	if own <= 0 || own >= host {
+		return host - host/4
+	}
+	return own + (host-own)/2
+}
 
 // guardDir is the bundle's directory mounted read-only at GuardDir.
 func (r *Runtime) guardDir(id string) string { return filepath.Join(r.bundle(id), "guard") }
@@ -169,9 +183,9 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 	if err != nil || limit <= 0 || limit >= 1<<62 {
 		return // "max" or unlimited: no limit to guard
 	}
-	trigger := guardTrigger(limit)
-	// The sandbox's own limit, for the pressure signal (0: none).
+	// The sandbox's own limit, for the trigger and the pressure signal (0: none).
 	own, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), guardLimitFile))
+	trigger := guardTrigger(own, limit)
 	p, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)))
 	pressure := p == 1
 	t := time.NewTicker(guardInterval)
@@ -195,44 +209,132 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if used <= trigger {
 			continue
 		}
-		restore := r.liftCPUQuota(id)
-		pgid, n, err := r.largestGroup(ctx, id)
-		if err != nil || pgid == 0 {
-			restore()
-			r.log.Warn("memory guard: over the trigger and nothing to kill", "id", id, "usage", used, "trigger", trigger, "err", err)
+		if !r.contain(ctx, id, used, trigger, limit) {
 			time.Sleep(settleStep) // no line per poll
 			continue
 		}
-		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
-			r.log.Warn("memory guard: kill file", "id", id, "err", err)
-		}
-		rounds, err := r.killGroup(ctx, id, pgid)
-		restore()
-		r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
-			"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
 		r.settle(ctx, usagePath, trigger)
 	}
 }
 
-// liftCPUQuota removes id's CPU quota (cgroup v1 cpu.cfs_quota_us -1, v2 cpu.max "max") and
-// returns the function that puts it back. runsc's control channel is served by the Sentry,
-// which is throttled by that quota as a whole: in a lite sandbox (a sixteenth of a CPU) busy
-// with a fork bomb, `runsc kill` outlasted a 10 s timeout. While the quota is lifted the
-// sandbox still gets only its cpu.shares' part of a busy host.
+// contain kills the process group of id that the guard chooses when the host memory use (used)
+// passed trigger, and reports whether it killed one.
+//
+//  1. It pauses the sandbox (`runsc pause`) under its CPU quota. A pause stops every task
+//     between system calls, so the list taken next is complete and no fork is in progress.
+//     The Sentry serves the pause under the quota, so under a fork bomb it takes seconds
+//     (up to 4 s measured), but the bomb grows at its throttled pace meanwhile (up to 76 MiB).
+//     Lifting the quota for the pause made it worse: the bomb then outgrew the pause (136 MiB
+//     in 0.36 s). The quota is lifted only when the pause has not returned in pauseLiftAfter.
+//  2. It lists the processes (`runsc ps`) and chooses the group (largestGroup).
+//  3. It resumes the sandbox (runsc refuses to signal a paused one), raises the CPU quota to
+//     one CPU (liftCPUQuota) and kills the group (killGroup). The first round reaches every
+//     process listed; the next rounds the children of forks made since the resume. The bomb
+//     grew up to 112 MiB in this step (the kill's rounds, and the exits of the killed tasks).
+//
+// Measured with a python fork bomb in a lite sandbox, 10 runs (TestMemoryGuardStopsForkBomb,
+// and hutchd on a host with both CPUs busy): peaks of 551 to 650 MiB on the host for a trigger
+// of 512 MiB and a host limit of 768 MiB.
+//
+// A sandbox paused by someone else (a disk capture, internal/sandbox) is left paused and not
+// killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a
+// capture's pause waits for contain's resume instead of being undone by it. When the pause
+// fails otherwise, contain kills unpaused.
+func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit int64) bool {
+	r.pauseMu.Lock()
+	defer r.pauseMu.Unlock()
+	start := time.Now()
+	restore := func() {}
+	lifted := false
+	lift := func() {
+		if !lifted {
+			restore, lifted = r.liftCPUQuota(id), true
+		}
+	}
+	defer func() { restore() }()
+	perr := r.guardPause(ctx, id, lift)
+	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
+		r.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "usage", used, "trigger", trigger, "err", perr)
+		return false
+	}
+	paused := perr == nil
+	pgid, n, err := r.largestGroup(ctx, id)
+	if paused {
+		if rerr := r.resumeUncancelled(ctx, id); rerr != nil {
+			r.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
+			return false
+		}
+	}
+	if err != nil || pgid == 0 {
+		r.log.Warn("memory guard: over the trigger and nothing to kill", "id", id, "usage", used, "trigger", trigger, "paused", paused, "pause_err", perr, "err", err)
+		return false
+	}
+	if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
+		r.log.Warn("memory guard: kill file", "id", id, "err", err)
+	}
+	lift()
+	rounds, err := r.killGroup(ctx, id, pgid)
+	r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
+		"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "paused", paused, "pause_err", perr,
+		"took", time.Since(start).Round(time.Millisecond), "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
+	return true
+}
+
+// guardPause pauses id for contain under its CPU quota, and calls lift if the pause has not
+// returned after pauseLiftAfter. The pause is never cut short (pauseUncancelled).
+func (r *Runtime) guardPause(ctx context.Context, id string, lift func()) error {
+	done := make(chan error, 1)
+	go func() { done <- r.pauseUncancelled(ctx, id) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(pauseLiftAfter):
+		lift()
+		return <-done
+	}
+}
+
+// pauseUncancelled and resumeUncancelled run `runsc pause` and `runsc resume` to the end,
+// whatever ctx does (bounded by pauseMax). runsc records the new state only after the Sentry
+// answered: a pause cut short can leave the Sentry paused with runsc's state "running", and
+// since the Sentry counts pauses, no later resume (refused: "not paused") nor a second pause
+// and its resume would then restart the tasks. Seen: a guard's pause past a 3 s timeout,
+// retried, left a sandbox's tasks stopped for good.
+func (r *Runtime) pauseUncancelled(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseMax)
+	defer cancel()
+	_, err := r.runSimple(ctx, "pause", id, "pause", runscID(id))
+	return err
+}
+
+func (r *Runtime) resumeUncancelled(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseMax)
+	defer cancel()
+	_, err := r.runSimple(ctx, "resume", id, "resume", runscID(id))
+	return err
+}
+
+// liftCPUQuota raises id's CPU quota to one CPU, if it is lower, and returns the function
+// that puts it back. runsc's control channel is served by the Sentry, which is throttled by
+// that quota as a whole: in a lite sandbox (a sixteenth of a CPU) busy with a fork bomb, a
+// pause took up to 3 s and `runsc kill` 4.5 s (once more than 10 s), while the bomb grew. One
+// CPU, not none: the bomb runs as fast as the Sentry does while the kill is delivered, and on
+// a host of many CPUs an unbounded Sentry would grow it many times as fast. While the quota is
+// raised the sandbox still gets only its cpu.shares' part of a busy host.
 func (r *Runtime) liftCPUQuota(id string) (restore func()) {
 	for _, dir := range r.spec.CgroupDirs(id) {
-		for _, c := range []struct{ file, lifted string }{{"cpu.cfs_quota_us", "-1"}, {"cpu.max", "max"}} {
-			path := filepath.Join(dir, c.file)
+		for _, file := range []string{"cpu.cfs_quota_us", "cpu.max"} {
+			path := filepath.Join(dir, file)
 			old, err := os.ReadFile(path)
 			if err != nil {
 				continue
 			}
-			if c.file == "cpu.max" { // "QUOTA PERIOD": keep the period
-				if f := strings.Fields(string(old)); len(f) == 2 {
-					c.lifted = "max " + f[1]
-				}
+			period, _ := ocispec.ReadInt(filepath.Join(dir, "cpu.cfs_period_us")) // v1 only
+			lifted := liftedQuota(file, string(old), period)
+			if lifted == "" {
+				return func() {}
 			}
-			if err := os.WriteFile(path, []byte(c.lifted), 0); err != nil {
+			if err := os.WriteFile(path, []byte(lifted), 0); err != nil {
 				r.log.Warn("memory guard: lift the CPU quota", "id", id, "err", err)
 				return func() {}
 			}
@@ -244,6 +346,33 @@ func (r *Runtime) liftCPUQuota(id string) (restore func()) {
 		}
 	}
 	return func() {}
+}
+
+// liftedQuota is what liftCPUQuota writes in place of old, the content of file: cgroup v1's
+// cpu.cfs_quota_us (microseconds per period, -1 for none; period is cpu.cfs_period_us) or v2's
+// cpu.max ("QUOTA PERIOD", QUOTA "max" for none). It is a quota of one CPU, or "" when old
+// allows one CPU already or cannot be read.
+func liftedQuota(file, old string, period int64) string {
+	switch file {
+	case "cpu.cfs_quota_us":
+		q, err := strconv.ParseInt(strings.TrimSpace(old), 10, 64)
+		if err != nil || q < 0 || period <= 0 || q >= period {
+			return ""
+		}
+		return strconv.FormatInt(period, 10)
+	case "cpu.max":
+		f := strings.Fields(old)
+		if len(f) != 2 || f[0] == "max" {
+			return ""
+		}
+		q, err1 := strconv.ParseInt(f[0], 10, 64)
+		p, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err1 != nil || err2 != nil || p <= 0 || q >= p {
+			return ""
+		}
+		return f[1] + " " + f[1]
+	}
+	return ""
 }
 
 // killGroupRounds bounds the SIGKILLs killGroup sends to one group.

@@ -39,9 +39,9 @@ func TestMemoryGuardKillsGroup(t *testing.T) {
 				rt2.Adopt(id)
 				t.Cleanup(func() { rt2.StopGuard(id) })
 			}
-			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (3/4 of
-			// runsc.SentryMemory(64 MiB, 64): 192 MiB) slowly enough for the guard to act
-			// before the host limit.
+			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (halfway from 64 MiB to
+			// runsc.SentryMemory(64 MiB, 64), 256 MiB: 160 MiB) slowly enough for the guard to
+			// act before the host limit.
 			// Meanwhile the guard says "1" in the pressure file once the host count passes the
 			// sandbox's 64 MiB.
 			pressureFile := filepath.Join(e.dir, "bundles", id, "guard", "pressure")
@@ -87,4 +87,94 @@ print("survived")
 			}
 		})
 	}
+}
+
+// TestMemoryGuardStopsForkBomb: a python fork bomb in a sandbox of a lite instance's size (62
+// millicpu, 256 MiB, 512 pids), with no agent inside, is killed by the memory guard alone
+// before the Sentry reaches its host limit, twice in a row: the sandbox keeps running and
+// answers, the host cgroup's peak stays under its limit, and the guard leaves the sandbox
+// neither paused nor with its CPU quota raised. PID 1 reaps orphans, as hutch-init does. The bomb runs in a session of its own, as the
+// agent's commands do; its first process waits for it, so the exec ends when the guard kills.
+func TestMemoryGuardStopsForkBomb(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
+	// PID 1 reaps the orphans, as hutch-init does: the bomb's killed processes are reparented
+	// to it, and as zombies they would stay in the bomb's process group.
+	spec.Args = []string{"python3", "-c", `
+import os, time
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.1)
+`}
+	if _, err := e.rt.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	memDir := filepath.Join("/sys/fs/cgroup/memory/hutchrtsc", id)
+	if _, err := os.Stat(memDir); err != nil {
+		t.Skipf("no cgroup v1 memory controller at %s: %v", memDir, err)
+	}
+	quotaFile := filepath.Join("/sys/fs/cgroup/cpu/hutchrtsc", id, "cpu.cfs_quota_us")
+	quota, _ := os.ReadFile(quotaFile)
+	hostLimit := readInt(t, filepath.Join(memDir, "memory.limit_in_bytes"))
+	for i := range 2 {
+		if err := os.WriteFile(filepath.Join(memDir, "memory.max_usage_in_bytes"), []byte("0"), 0); err != nil {
+			t.Fatal(err)
+		}
+		code, out := e.exec(t, id, "python3", "-c", `
+import os, sys
+pid = os.fork()
+if pid:
+    _, status = os.waitpid(pid, 0)
+    sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
+os.setsid()
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+`)
+		if code != 128+9 {
+			t.Fatalf("bomb %d: exit %d, %q; want the bomb's first process SIGKILLed", i, code, out)
+		}
+		st, err := e.rt.State(ctx, id)
+		if err != nil || st.Status != runtime.StatusRunning {
+			t.Fatalf("bomb %d: after the guard's kill: %+v, %v; want the sandbox running", i, st, err)
+		}
+		if code, out := e.exec(t, id, "echo", "alive"); code != 0 || out != "alive\n" {
+			t.Fatalf("bomb %d: exec after the kill: exit %d, %q", i, code, out)
+		}
+		if peak := readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes")); peak >= hostLimit {
+			t.Fatalf("bomb %d: host memory peaked at %d MiB, the host limit", i, peak>>20)
+		}
+		// The guard puts the quota back once its last kill round ended, which may be after
+		// the bomb's first process died.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			now, _ := os.ReadFile(quotaFile)
+			if string(now) == string(quota) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("bomb %d: CPU quota %q after the guard, want %q", i, now, quota)
+			}
+		}
+		t.Logf("bomb %d: host memory peak %d MiB of %d MiB", i, readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes"))>>20, hostLimit>>20)
+	}
+}
+
+func readInt(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

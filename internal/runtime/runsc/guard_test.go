@@ -46,16 +46,54 @@ func TestPickGroup(t *testing.T) {
 
 func TestGuardTrigger(t *testing.T) {
 	// The instance types' memory and pids (internal/sandbox), and extremes.
-	for _, c := range []struct{ limit, pids int64 }{
-		{256 << 20, 512}, {1 << 30, 1024}, {4 << 30, 2048}, {6 << 30, 4096}, {8 << 30, 4096}, {12 << 30, 8192},
-		{64 << 20, 64}, {64 << 30, 64},
+	for _, c := range []struct {
+		limit, pids  int64
+		instanceType bool
+	}{
+		{256 << 20, 512, true}, {1 << 30, 1024, true}, {4 << 30, 2048, true}, {6 << 30, 4096, true},
+		{8 << 30, 4096, true}, {12 << 30, 8192, true},
+		{64 << 20, 64, false}, {64 << 30, 64, false},
 	} {
 		host := SentryMemory(c.limit, c.pids)
-		tr := guardTrigger(host)
+		tr := guardTrigger(c.limit, host)
 		// Above the sandbox's own limit (where the agent kills), with room for the Sentry's
-		// base memory; below the host limit, with room for a kill to take effect.
-		if tr < c.limit+64<<20 || host-tr < 64<<20 {
+		// base memory and ~0.45 MiB per task of half the pids limit; below the host limit,
+		// with room for a kill to take effect: 180 MiB seen (a lite sandbox's python fork
+		// bomb on a loaded host) and some more, 64 MiB for the extremes.
+		room := int64(64 << 20)
+		if c.instanceType {
+			room = 224 << 20
+		}
+		if tr < c.limit+64<<20+c.pids/2*460<<10 || host-tr < room {
 			t.Errorf("limit %d MiB, %d pids: trigger %d MiB, host limit %d MiB", c.limit>>20, c.pids, tr>>20, host>>20)
+		}
+	}
+	// No limit of its own: 3/4 of the host's.
+	if got := guardTrigger(0, 800); got != 600 {
+		t.Errorf("guardTrigger(0, 800) = %d, want 600", got)
+	}
+}
+
+func TestLiftedQuota(t *testing.T) {
+	for _, c := range []struct {
+		file, old string
+		period    int64
+		want      string
+	}{
+		{"cpu.cfs_quota_us", "6200\n", 100000, "100000"}, // lite: 62 millicpu
+		{"cpu.cfs_quota_us", "100000\n", 100000, ""},     // one CPU already
+		{"cpu.cfs_quota_us", "400000\n", 100000, ""},     // more
+		{"cpu.cfs_quota_us", "-1\n", 100000, ""},         // none
+		{"cpu.cfs_quota_us", "6200\n", 0, ""},            // no period read
+		{"cpu.cfs_quota_us", "junk", 100000, ""},
+		{"cpu.max", "6200 100000\n", 0, "100000 100000"},
+		{"cpu.max", "max 100000\n", 0, ""},
+		{"cpu.max", "200000 100000\n", 0, ""},
+		{"cpu.max", "6200\n", 0, ""},
+		{"cpu.weight", "100", 0, ""},
+	} {
+		if got := liftedQuota(c.file, c.old, c.period); got != c.want {
+			t.Errorf("liftedQuota(%s, %q, %d) = %q, want %q", c.file, c.old, c.period, got, c.want)
 		}
 	}
 }

@@ -48,6 +48,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -97,6 +98,8 @@ type Runtime struct {
 	log               *slog.Logger
 	// guards are the running memory guards (guard.go), one per running container.
 	guards guards
+	// pauseMu serialises Pause, Resume and the memory guard's pause-list-resume (contain).
+	pauseMu sync.Mutex
 }
 
 var (
@@ -320,7 +323,8 @@ func SentryPids(limit int64) int64 { return 3*limit + 256 }
 
 // SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
 // bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 128 MiB, so that
-// the memory guard's trigger (3/4 of it) is above the limit for any limit and pids. Inside,
+// the memory guard's trigger (halfway from limit to it) has room for the Sentry's memory of
+// half the pids limit's tasks, and a fork bomb room above the trigger. Inside,
 // hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
 // cgroup also holds the Sentry's own memory, which grows with the number of tasks (its task
 // structures and goroutines, the page tables and kernel stacks of the platform's stub processes:
