@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer mgr.Close()
 	mgr.SetAuditor(decisions)
-	if err := setupRuntimes(cfg, mgr, log); err != nil {
+	if err := setupRuntimes(cfg, mgr, decisions, log); err != nil {
 		return err
 	}
 

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,13 +16,14 @@ import (
 // setupRuntimes adds the gVisor backend to mgr when runsc is installed (else records why it is
 // not: sandboxes asking for it get RUNTIME_NOT_AVAILABLE) and sets the default runtime. A
 // default runtime that cannot run here is an error: hutchd does not start.
-func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, log *slog.Logger) error {
+func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, auditor sandbox.Auditor, log *slog.Logger) error {
 	rt, err := runsc.New(runsc.Config{
 		Binary:       cfg.RunscBinary,
 		Root:         filepath.Join(cfg.StateDir, "runsc"),
 		BundleDir:    filepath.Join(cfg.StateDir, "bundles-runsc"),
 		CgroupParent: cfg.CgroupParent,
 		Platform:     cfg.RunscPlatform,
+		OnGuardKill:  func(k runsc.GuardKill) { auditGuardKill(auditor, k) },
 	}, log.With("component", "runsc"))
 	switch {
 	case err == nil:
@@ -37,4 +39,16 @@ func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, log *slog.Logger) er
 		return fmt.Errorf("--runtime %s: %w", cfg.Runtime, err)
 	}
 	return nil
+}
+
+// auditGuardKill records a memory guard's kill in the audit log (sandbox.AuditMemoryGuardKill).
+func auditGuardKill(a sandbox.Auditor, k runsc.GuardKill) {
+	attrs := []slog.Attr{
+		slog.Int("pgid", k.PGID), slog.Int("processes", k.Processes), slog.Int("rounds", k.Rounds),
+		slog.Int64("usage", k.Usage), slog.Int64("trigger", k.Trigger), slog.Int64("hostLimit", k.HostLimit),
+	}
+	if k.Err != nil {
+		attrs = append(attrs, slog.String("error", k.Err.Error()))
+	}
+	a.Decision(context.Background(), sandbox.AuditMemoryGuardKill, k.ID, attrs...)
 }

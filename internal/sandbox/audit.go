@@ -51,6 +51,11 @@ const (
 	// AuditContainerRemoved: recovery removed a container without a record (or on another
 	// runtime than its record names); "runtime".
 	AuditContainerRemoved = "container.removed"
+	// AuditMemoryGuardKill: the gVisor runtime's memory guard killed a process group of the
+	// sandbox near its host memory limit ("pgid", "processes", "rounds", "usage", "trigger",
+	// "hostLimit" in bytes; "error" when a kill was refused). Recorded by the daemon
+	// (runsc.Config.OnGuardKill).
+	AuditMemoryGuardKill = "sandbox.memory_guard_kill"
 )
 
 // SetAuditor makes a record lifecycle decisions; call it before Recover.

@@ -50,6 +50,15 @@ while True:
 				t.Errorf("fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 oom-killed", res, err)
 			}
 			assertNoProcessEventually(t, a, "python3")
+			// On gVisor, the guard's kill is in the audit log (written after its last round,
+			// which assertNoProcessEventually waited for).
+			if info, ierr := a.Info(ctxT(t, time.Minute)); ierr == nil && info.Runtime == "gvisor" && oomKilled {
+				if findAudit(auditLog(t, d.StateDir), 0, "sandbox.memory_guard_kill", a.ID(), "hutchd") == nil {
+					t.Errorf("fork bomb: no sandbox.memory_guard_kill record of %s in audit.log", a.ID())
+				}
+			} else if ierr != nil {
+				t.Error(ierr)
+			}
 		},
 	},
 	{

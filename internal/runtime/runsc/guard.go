@@ -277,7 +277,22 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 	r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
 		"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "paused", paused, "pause_err", perr,
 		"took", time.Since(start).Round(time.Millisecond), "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
+	if r.onGuardKill != nil {
+		r.onGuardKill(GuardKill{ID: id, PGID: pgid, Processes: n, Rounds: rounds, Usage: used, Trigger: trigger, HostLimit: limit, Err: err})
+	}
 	return true
+}
+
+// GuardKill describes a memory guard's kill (Config.OnGuardKill): of process group PGID
+// (Processes processes when listed) in container ID, in Rounds SIGKILLs, when the host cgroup's
+// memory use was Usage bytes, past Trigger, of a limit of HostLimit. Err is the last refusal of
+// a kill other than the group's absence, if any.
+type GuardKill struct {
+	ID                      string
+	PGID, Processes, Rounds int
+	Usage, Trigger          int64
+	HostLimit               int64
+	Err                     error
 }
 
 // guardPause pauses id for contain under its CPU quota, and calls lift if the pause has not

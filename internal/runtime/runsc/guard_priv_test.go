@@ -111,6 +111,8 @@ while True:
     except ChildProcessError:
         time.sleep(0.1)
 `}
+	kills := make(chan runsc.GuardKill, 8)
+	e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
 	if _, err := e.rt.Start(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -140,6 +142,14 @@ while True:
 `)
 		if code != 128+9 {
 			t.Fatalf("bomb %d: exit %d, %q; want the bomb's first process SIGKILLed", i, code, out)
+		}
+		select {
+		case k := <-kills: // reported after the last round, maybe after the exec ended
+			if k.ID != id || k.Processes < 2 || k.Rounds < 1 || k.Usage <= k.Trigger || k.HostLimit <= k.Usage {
+				t.Errorf("bomb %d: guard kill reported as %+v", i, k)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("bomb %d: no guard kill reported (Config.OnGuardKill)", i)
 		}
 		st, err := e.rt.State(ctx, id)
 		if err != nil || st.Status != runtime.StatusRunning {

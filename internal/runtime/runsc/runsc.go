@@ -82,6 +82,9 @@ type Config struct {
 	// network at all but loopback, which gVisor can checkpoint: hostinet sockets cannot be
 	// saved).
 	Network string
+	// OnGuardKill, if set, is called after each kill of a memory guard (guard.go), from the
+	// guard's goroutine; it must not block for long. hutchd records it in its audit log.
+	OnGuardKill func(GuardKill)
 }
 
 // Runtime drives runsc. It is safe for concurrent use on different container IDs.
@@ -99,7 +102,8 @@ type Runtime struct {
 	// guards are the running memory guards (guard.go), one per running container.
 	guards guards
 	// pauseMu serialises Pause, Resume and the memory guard's pause-list-resume (contain).
-	pauseMu sync.Mutex
+	pauseMu     sync.Mutex
+	onGuardKill func(GuardKill)
 }
 
 var (
@@ -172,6 +176,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	return &Runtime{
 		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
 		flags: flags, checkpointSupport: ProbeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
+		onGuardKill: cfg.OnGuardKill,
 	}, nil
 }
 

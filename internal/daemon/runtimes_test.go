@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+
+	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/server"
+)
+
+// TestAuditGuardKill: a memory guard's kill reaches the audit log as a decision of hutchd's,
+// with its figures, and a refused kill with its error.
+func TestAuditGuardKill(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		kill    runsc.GuardKill
+		wantErr string
+	}{
+		{"killed", runsc.GuardKill{ID: "sb", PGID: 32, Processes: 183, Rounds: 4, Usage: 539615232, Trigger: 536870912, HostLimit: 805306368}, ""},
+		{"refused", runsc.GuardKill{ID: "sb", PGID: 7, Processes: 3, Rounds: 0, Usage: 6, Trigger: 5, HostLimit: 9, Err: errors.New("runsc kill sb: boom")}, "runsc kill sb: boom"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			auditGuardKill(server.NewDecisionLog(slog.New(slog.NewJSONHandler(&buf, nil))), c.kill)
+			var rec map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+				t.Fatalf("%q: %v", buf.String(), err)
+			}
+			want := map[string]any{
+				"action": sandbox.AuditMemoryGuardKill, "by": "hutchd", "id": c.kill.ID,
+				"pgid": float64(c.kill.PGID), "processes": float64(c.kill.Processes), "rounds": float64(c.kill.Rounds),
+				"usage": float64(c.kill.Usage), "trigger": float64(c.kill.Trigger), "hostLimit": float64(c.kill.HostLimit),
+			}
+			for k, v := range want {
+				if rec[k] != v {
+					t.Errorf("%s = %v, want %v (record %v)", k, rec[k], v, rec)
+				}
+			}
+			if got, _ := rec["error"].(string); got != c.wantErr {
+				t.Errorf("error = %q, want %q", got, c.wantErr)
+			}
+		})
+	}
+}
