@@ -248,3 +248,51 @@ func TestEnforcerBacksOffAtASteadyUsage(t *testing.T) {
 		})
 	}
 }
+
+// setGroup rewrites the fake /proc/PID/stat of pid (fakeProc) to put it in process group pgid.
+func setGroup(t *testing.T, root string, pid, pgid int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(root, strconv.Itoa(pid), "stat"), []byte(fmt.Sprintf("%d (x) S 1 %d 0 0\n", pid, pgid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestVictimGroupFirst: the victim is the largest process of the process group whose badness
+// adds up to the most: a fork bomb's small processes outweigh a larger innocent process of
+// another group (a background command's shell), and a single hog still outweighs a group of
+// small ones.
+func TestVictimGroupFirst(t *testing.T) {
+	const mib = 1 << 20
+	page := int64(os.Getpagesize())
+	type proc struct {
+		pid, pgid int
+		rss       int64 // bytes
+	}
+	for _, c := range []struct {
+		name  string
+		procs []proc
+		want  int
+	}{
+		{"bomb over a larger shell", []proc{
+			{80, 80, 48 * mib / 10}, // bash of a background command
+			{100, 100, 35 * mib / 10}, {101, 100, 35 * mib / 10}, {102, 100, 36 * mib / 10}, {103, 100, 35 * mib / 10},
+		}, 102},
+		{"hog over a group of small ones", []proc{
+			{60, 60, 600 * mib}, {61, 60, 2 * mib}, // a shell and its python
+			{100, 100, 35 * mib / 10}, {101, 100, 35 * mib / 10}, {102, 100, 35 * mib / 10},
+		}, 60},
+		{"each its own group: Linux's choice", []proc{{7, 7, 10 * mib}, {8, 8, 30 * mib}, {9, 9, 20 * mib}}, 8},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			for _, p := range c.procs {
+				fakeProc(t, root, p.pid, p.rss/page, 0, "p", 0)
+				setGroup(t, root, p.pid, p.pgid)
+			}
+			e := &Enforcer{Limit: 256 * mib, Proc: root}
+			if v, ok := e.victim(); !ok || v.pid != c.want {
+				t.Errorf("victim %+v, %v; want pid %d", v, ok, c.want)
+			}
+		})
+	}
+}

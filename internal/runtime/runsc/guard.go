@@ -226,7 +226,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 //     (up to 4 s measured), but the bomb grows at its throttled pace meanwhile (up to 76 MiB).
 //     Lifting the quota for the pause made it worse: the bomb then outgrew the pause (136 MiB
 //     in 0.36 s). The quota is lifted only when the pause has not returned in pauseLiftAfter.
-//  2. It lists the processes (`runsc ps`) and chooses the group (largestGroup).
+//  2. It lists the processes (`runsc ps`) and chooses the group (pickGroup).
 //  3. It resumes the sandbox (runsc refuses to signal a paused one), raises the CPU quota to
 //     one CPU (liftCPUQuota) and kills the group (killGroup). The first round reaches every
 //     process listed; the next rounds the children of forks made since the resume. The bomb
@@ -258,7 +258,8 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		return false
 	}
 	paused := perr == nil
-	pgid, n, err := r.largestGroup(ctx, id)
+	ps, err := r.listProcesses(ctx, id)
+	pgid, n := pickGroup(ps, nil)
 	if paused {
 		if rerr := r.resumeUncancelled(ctx, id); rerr != nil {
 			r.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
@@ -273,7 +274,24 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		r.log.Warn("memory guard: kill file", "id", id, "err", err)
 	}
 	lift()
-	rounds, err := r.killGroup(ctx, id, pgid)
+	var rounds int
+	skip := map[int]bool{}
+	for {
+		rounds, err = r.killGroup(ctx, id, pgid)
+		// A group that took no signal had no live process left: its members exited, or are
+		// zombies that PID 1 has not reaped yet (runsc ps lists them; seen after the guard
+		// killed a decoy group of 260 sleeping processes, whose zombies it then chose again
+		// while a fork bomb in another group grew). The next group of the same list then.
+		if rounds > 0 || err != nil || len(skip) >= maxSkippedGroups {
+			break
+		}
+		skip[pgid] = true
+		next, m := pickGroup(ps, skip)
+		if next == 0 {
+			break
+		}
+		pgid, n = next, m
+	}
 	r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
 		"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "paused", paused, "pause_err", perr,
 		"took", time.Since(start).Round(time.Millisecond), "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
@@ -390,8 +408,12 @@ func liftedQuota(file, old string, period int64) string {
 	return ""
 }
 
-// killGroupRounds bounds the SIGKILLs killGroup sends to one group.
-const killGroupRounds = 20
+// killGroupRounds bounds the SIGKILLs killGroup sends to one group; maxSkippedGroups the
+// groups contain passes over because they took no signal.
+const (
+	killGroupRounds  = 20
+	maxSkippedGroups = 4
+)
 
 // killGroup SIGKILLs process group pgid of id until the group is gone (runsc refuses the
 // signal: "no such process group", or "no such process" for a group whose members are all
@@ -442,21 +464,20 @@ type psEntry struct {
 	Cmd             string
 }
 
-// largestGroup returns the process group of id with the most processes, and its size; the
-// groups of PID 1 and of the agent's server are never chosen (pickGroup).
-func (r *Runtime) largestGroup(ctx context.Context, id string) (pgid, n int, err error) {
+// listProcesses returns id's processes (`runsc ps`), zombies included.
+func (r *Runtime) listProcesses(ctx context.Context, id string) ([]psEntry, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// The table: `--format json` lists PIDs only, as runc's does.
 	out, err := r.runSimple(ctx, "ps", id, "ps", runscID(id))
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	ps, err := parsePS(out)
 	if err != nil {
-		return 0, 0, fmt.Errorf("runsc ps %s: %w", id, err)
+		return nil, fmt.Errorf("runsc ps %s: %w", id, err)
 	}
-	return pickGroup(ps)
+	return ps, nil
 }
 
 // parsePS reads `runsc ps`'s table: a header "UID PID PPID PGID C TTY STIME TIME CMD", then a
@@ -485,12 +506,16 @@ func parsePS(out []byte) ([]psEntry, error) {
 	return ps, nil
 }
 
-// pickGroup is largestGroup's choice among ps. Protected are PID 1's group and the agent
-// server's: the first hutch-init child of PID 1 (the lowest PID; PID 1 starts it before any
-// command runs, so a process that names itself hutch-init and is reparented to PID 1 later
-// has a higher one).
-func pickGroup(ps []psEntry) (pgid, n int, err error) {
+// pickGroup returns the process group with the most processes in ps, and its size, leaving out
+// the groups in skip (0, 0: none). Protected are PID 1's group and the agent server's: the
+// first hutch-init child of PID 1 (the lowest PID; PID 1 starts it before any command runs, so
+// a process that names itself hutch-init and is reparented to PID 1 later has a higher one).
+// A tie goes to the lower group ID.
+func pickGroup(ps []psEntry, skip map[int]bool) (pgid, n int) {
 	protected := map[int]bool{0: true}
+	for g := range skip {
+		protected[g] = true
+	}
 	server := psEntry{}
 	for _, p := range ps {
 		if p.PID == 1 {
@@ -514,5 +539,5 @@ func pickGroup(ps []psEntry) (pgid, n int, err error) {
 			pgid, n = g, c
 		}
 	}
-	return pgid, n, nil
+	return pgid, n
 }

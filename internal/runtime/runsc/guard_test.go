@@ -10,9 +10,10 @@ func TestPickGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		ps      []psEntry
+		skip    map[int]bool
 		pgid, n int
 	}{
-		{"only the agent", agent, 0, 0},
+		{"only the agent", agent, nil, 0, 0},
 		{"a fork bomb", append(append([]psEntry{}, agent...),
 			psEntry{PID: 20, PPID: 7, PGID: 20, Cmd: "hutch-init"}, // a command's shim
 			psEntry{PID: 21, PPID: 20, PGID: 20, Cmd: "bash"},
@@ -20,25 +21,30 @@ func TestPickGroup(t *testing.T) {
 			psEntry{PID: 23, PPID: 22, PGID: 20, Cmd: "python3"},
 			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "hutch-init"},
 			psEntry{PID: 31, PPID: 30, PGID: 30, Cmd: "sleep"},
-		), 20, 4},
+		), nil, 20, 4},
+		{"a group skipped (no live process): the next", append(append([]psEntry{}, agent...),
+			psEntry{PID: 20, PPID: 7, PGID: 20, Cmd: "sleep"},
+			psEntry{PID: 21, PPID: 1, PGID: 20, Cmd: "sleep"},
+			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "python3"},
+		), map[int]bool{20: true}, 30, 1},
 		{"processes in PID 1's group are the agent's", append(append([]psEntry{}, agent...),
 			psEntry{PID: 40, PPID: 1, PGID: 1, Cmd: "sh"},
 			psEntry{PID: 41, PPID: 1, PGID: 1, Cmd: "sh"},
 			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "sleep"},
-		), 50, 1},
+		), nil, 50, 1},
 		{"a later hutch-init child of PID 1 is not the agent", append(append([]psEntry{}, agent...),
 			psEntry{PID: 90, PPID: 1, PGID: 90, Cmd: "hutch-init"},
 			psEntry{PID: 91, PPID: 90, PGID: 90, Cmd: "python3"},
-		), 90, 2},
+		), nil, 90, 2},
 		{"a tie goes to the older group", append(append([]psEntry{}, agent...),
 			psEntry{PID: 60, PPID: 7, PGID: 60, Cmd: "a"},
 			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "b"},
-		), 50, 1},
+		), nil, 50, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pgid, n, err := pickGroup(tc.ps)
-			if err != nil || pgid != tc.pgid || n != tc.n {
-				t.Errorf("pickGroup = %d, %d, %v; want %d, %d", pgid, n, err, tc.pgid, tc.n)
+			pgid, n := pickGroup(tc.ps, tc.skip)
+			if pgid != tc.pgid || n != tc.n {
+				t.Errorf("pickGroup = %d, %d; want %d, %d", pgid, n, tc.pgid, tc.n)
 			}
 		})
 	}
