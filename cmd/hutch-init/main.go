@@ -180,7 +180,7 @@ func run(cfg config, log *slog.Logger) error {
 		self, _ := os.Executable()
 		e := &oom.Enforcer{
 			Limit: cfg.memoryLimit, Server: os.Getpid(), Self: self,
-			Pressure: oom.GuardPressureFile, Log: log.With("role", "oom"),
+			Pressure: oom.GuardPressureFile, GuardKill: oom.GuardKillFile, Log: log.With("role", "oom"),
 		}
 		oom.Default.Enforcer = e
 		go func() {

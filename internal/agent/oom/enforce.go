@@ -58,6 +58,13 @@ type Enforcer struct {
 	Self   string
 	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
 	Pressure string
+	// GuardKill, when set, is the file where hutchd's memory guard writes the time of its last
+	// kill (GuardKillFile): the enforcer kills nothing for guardHoldoff after that time. The
+	// guard writes it before it resumes the sandbox it paused to list it, and while its kill of
+	// a process group takes effect the group's dying processes hold no memory the enforcer can
+	// see, so it would choose an innocent process (a breaker saw a background command's shell
+	// killed in 6 of 7 runs).
+	GuardKill string
 	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
 	// 250 ms (see the type's comment).
 	FastInterval, SlowInterval time.Duration
@@ -211,9 +218,15 @@ func (e *Enforcer) logger() *slog.Logger {
 // killOne kills the process of the highest badness and waits (up to a second) until it is
 // gone and its memory is back, so that one overshoot never costs two processes.
 func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64, error)) {
+	if e.guardKilling() {
+		return
+	}
 	v, ok := e.victim()
 	if !ok {
 		e.warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
+		return
+	}
+	if e.guardKilling() { // the list took time: look again just before the kill
 		return
 	}
 	if err := syscall.Kill(v.pid, syscall.SIGKILL); err != nil {
@@ -233,6 +246,24 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 			return
 		}
 	}
+}
+
+// guardHoldoff is how long after the memory guard's kill the enforcer kills nothing: the
+// guard's rounds and the Sentry's giving the memory back take a few seconds (measured: rounds
+// up to 1.5 s after the time is written, memory back in ~3 s).
+const guardHoldoff = 5 * time.Second
+
+// guardKilling reports whether hutchd's memory guard killed less than guardHoldoff ago (or its
+// time is ahead of ours).
+func (e *Enforcer) guardKilling() bool {
+	if e.GuardKill == "" {
+		return false
+	}
+	at, err := readInt(e.GuardKill)
+	if err != nil || at <= 0 {
+		return false
+	}
+	return time.Since(time.Unix(0, at)) < guardHoldoff
 }
 
 func (e *Enforcer) proc() string {

@@ -296,3 +296,48 @@ func TestVictimGroupFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestEnforcerHoldsOffAfterGuardKill: over the limit, the enforcer kills nothing while the
+// memory guard's last kill (GuardKill) is less than guardHoldoff ago, and kills once it is
+// older.
+func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
+	root := t.TempDir()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill() })
+	werr := make(chan error, 1)
+	go func() { werr <- c.Wait() }()
+	const limit = 100 << 20
+	fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
+	guard := filepath.Join(t.TempDir(), "last_kill")
+	writeKill := func(at time.Time) {
+		if err := os.WriteFile(guard, []byte(strconv.FormatInt(at.UnixNano(), 10)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKill(time.Now())
+	e := &Enforcer{
+		Limit: limit, Proc: root, GuardKill: guard,
+		Usage:        func() (int64, error) { return limit + 1, nil },
+		FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Run(ctx)
+	select {
+	case err := <-werr:
+		t.Fatalf("killed (%v) right after the guard's kill", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	writeKill(time.Now().Add(-2 * guardHoldoff))
+	select {
+	case <-werr:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing killed once the guard's kill was old")
+	}
+	if got := e.Kills(); got != 1 {
+		t.Errorf("Kills() = %d, want 1", got)
+	}
+}

@@ -188,6 +188,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 	trigger := guardTrigger(own, limit)
 	p, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)))
 	pressure := p == 1
+	signalled := signalledSet{}
 	t := time.NewTicker(guardInterval)
 	defer t.Stop()
 	for {
@@ -209,7 +210,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if used <= trigger {
 			continue
 		}
-		if !r.contain(ctx, id, used, trigger, limit) {
+		if !r.contain(ctx, id, used, trigger, limit, signalled) {
 			time.Sleep(settleStep) // no line per poll
 			continue
 		}
@@ -226,7 +227,8 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 //     (up to 4 s measured), but the bomb grows at its throttled pace meanwhile (up to 76 MiB).
 //     Lifting the quota for the pause made it worse: the bomb then outgrew the pause (136 MiB
 //     in 0.36 s). The quota is lifted only when the pause has not returned in pauseLiftAfter.
-//  2. It lists the processes (`runsc ps`) and chooses the group (pickGroup).
+//  2. It lists the processes (`runsc ps`), chooses the group (pickGroup; the processes of
+//     signalled are left out) and writes GuardKillFile.
 //  3. It resumes the sandbox (runsc refuses to signal a paused one), raises the CPU quota to
 //     one CPU (liftCPUQuota) and kills the group (killGroup). The first round reaches every
 //     process listed; the next rounds the children of forks made since the resume. The bomb
@@ -240,7 +242,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 // killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a
 // capture's pause waits for contain's resume instead of being undone by it. When the pause
 // fails otherwise, contain kills unpaused.
-func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit int64) bool {
+func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit int64, signalled signalledSet) bool {
 	r.pauseMu.Lock()
 	defer r.pauseMu.Unlock()
 	start := time.Now()
@@ -259,7 +261,15 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 	}
 	paused := perr == nil
 	ps, err := r.listProcesses(ctx, id)
+	ps = signalled.filter(ps)
 	pgid, n := pickGroup(ps, nil)
+	if err == nil && pgid != 0 {
+		// Before the resume, so that the agent's enforcer, which holds off after a guard
+		// kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
+		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
+			r.log.Warn("memory guard: kill file", "id", id, "err", err)
+		}
+	}
 	if paused {
 		if rerr := r.resumeUncancelled(ctx, id); rerr != nil {
 			r.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
@@ -270,19 +280,20 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		r.log.Warn("memory guard: over the trigger and nothing to kill", "id", id, "usage", used, "trigger", trigger, "paused", paused, "pause_err", perr, "err", err)
 		return false
 	}
-	if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
-		r.log.Warn("memory guard: kill file", "id", id, "err", err)
-	}
 	lift()
 	var rounds int
 	skip := map[int]bool{}
 	for {
 		rounds, err = r.killGroup(ctx, id, pgid)
+		signalled.add(ps, pgid)
 		// A group that took no signal had no live process left: its members exited, or are
 		// zombies that PID 1 has not reaped yet (runsc ps lists them; seen after the guard
 		// killed a decoy group of 260 sleeping processes, whose zombies it then chose again
-		// while a fork bomb in another group grew). The next group of the same list then.
-		if rounds > 0 || err != nil || len(skip) >= maxSkippedGroups {
+		// while a fork bomb in another group grew). A group still there after killGroupRounds
+		// does not die: zombies whose parent lives on (a breaker's decoy: 260 children that
+		// exited, never reaped), which runsc signals without an error. The next group of the
+		// same list then.
+		if (rounds > 0 && rounds < killGroupRounds) || err != nil || len(skip) >= maxSkippedGroups {
 			break
 		}
 		skip[pgid] = true
@@ -299,6 +310,40 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		r.onGuardKill(GuardKill{ID: id, PGID: pgid, Processes: n, Rounds: rounds, Usage: used, Trigger: trigger, HostLimit: limit, Err: err})
 	}
 	return true
+}
+
+// signalledSet holds the PIDs a guard's kills have signalled that were still listed at its last
+// listing: zombies, or processes that do not die. A later choice leaves them out
+// (filter): a group of zombies whose parent lives on takes every signal without an error and
+// would be chosen again and again.
+type signalledSet map[int]bool
+
+// filter returns ps without the PIDs of s, and forgets the PIDs of s not in ps (gone, so
+// their number may be used again).
+func (s signalledSet) filter(ps []psEntry) []psEntry {
+	listed := make(map[int]bool, len(ps))
+	var out []psEntry
+	for _, p := range ps {
+		listed[p.PID] = true
+		if !s[p.PID] {
+			out = append(out, p)
+		}
+	}
+	for pid := range s {
+		if !listed[pid] {
+			delete(s, pid)
+		}
+	}
+	return out
+}
+
+// add records the processes of group pgid in ps as signalled.
+func (s signalledSet) add(ps []psEntry, pgid int) {
+	for _, p := range ps {
+		if p.PGID == pgid {
+			s[p.PID] = true
+		}
+	}
 }
 
 // GuardKill describes a memory guard's kill (Config.OnGuardKill): of process group PGID

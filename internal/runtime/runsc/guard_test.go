@@ -122,3 +122,25 @@ func TestParsePS(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalledSet: processes a kill signalled and still listed later (zombies) are left out of
+// the next choice; a PID no longer listed is forgotten, so its number may come back.
+func TestSignalledSet(t *testing.T) {
+	s := signalledSet{}
+	decoy := []psEntry{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}, {PID: 11, PGID: 10}, {PID: 12, PGID: 10}, {PID: 20, PGID: 20}}
+	s.add(decoy, 10)
+	// Still listed (zombies), with a bomb of two in group 30: the bomb is chosen.
+	next := append(append([]psEntry{}, decoy...), psEntry{PID: 30, PGID: 30}, psEntry{PID: 31, PGID: 30})
+	live := s.filter(next)
+	if pgid, n := pickGroup(live, nil); pgid != 30 || n != 2 {
+		t.Errorf("after the decoy's kill: pickGroup = %d, %d; want the bomb, 30, 2", pgid, n)
+	}
+	// 11 and 12 reaped; 11 comes back as a new process.
+	s.filter([]psEntry{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}})
+	if got := s.filter([]psEntry{{PID: 11, PGID: 11}}); len(got) != 1 {
+		t.Errorf("a reused PID was left out: %v", got)
+	}
+	if s[10] {
+		t.Error("PID 10, no longer listed, is still remembered")
+	}
+}
