@@ -261,7 +261,9 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 	}
 	paused := perr == nil
 	ps, err := r.listProcesses(ctx, id)
-	ps = signalled.filter(ps)
+	if err == nil {
+		ps = signalled.filter(ps)
+	}
 	pgid, n := pickGroup(ps, nil)
 	if err == nil && pgid != 0 {
 		// Before the resume, so that the agent's enforcer, which holds off after a guard
