@@ -36,14 +36,7 @@ func startServer(t *testing.T, auth *egresstest.Authority) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp4", pc.LocalAddr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	pc, ln := egresstest.ListenUDPTCP(t)
 	if err := srv.Start(pc, ln); err != nil {
 		t.Fatal(err)
 	}

@@ -36,16 +36,8 @@ func NewAuthority(t testing.TB, records map[string][]string) *Authority {
 			a.records[strings.ToLower(name)] = append(a.records[strings.ToLower(name)], netip.MustParseAddr(ip))
 		}
 	}
-	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("egresstest: listen udp: %v", err)
-	}
+	pc, ln := ListenUDPTCP(t)
 	a.Addr = pc.LocalAddr().String()
-	ln, err := net.Listen("tcp4", a.Addr)
-	if err != nil {
-		pc.Close()
-		t.Fatalf("egresstest: listen tcp: %v", err)
-	}
 	h := mdns.HandlerFunc(a.serve)
 	udp := &mdns.Server{PacketConn: pc, Handler: h}
 	tcp := &mdns.Server{Listener: ln, Handler: h}
@@ -113,5 +105,26 @@ func (a *Authority) Resolver() *net.Resolver {
 			var d net.Dialer
 			return d.DialContext(ctx, network, a.Addr)
 		},
+	}
+}
+
+// ListenUDPTCP listens on one free port of 127.0.0.1 for both UDP and TCP, as a DNS server
+// does. The kernel picks a free UDP port, whose TCP twin may be in use (seen in CI: "bind:
+// address already in use"), so it tries up to 20 ports. The caller closes both.
+func ListenUDPTCP(t testing.TB) (net.PacketConn, net.Listener) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("egresstest: listen udp: %v", err)
+		}
+		ln, err := net.Listen("tcp4", pc.LocalAddr().String())
+		if err == nil {
+			return pc, ln
+		}
+		pc.Close()
+		if attempt == 20 {
+			t.Fatalf("egresstest: listen tcp: %v", err)
+		}
 	}
 }
