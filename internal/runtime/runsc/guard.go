@@ -80,7 +80,7 @@ const (
 // ~0.5 MiB; half of that room takes ~0.45 MiB times the pids limit), and the guard acts when
 // the agent could not or the tasks outgrew that. The half above the trigger is what a fork
 // bomb may still take while the guard pauses, lists and kills: up to 180 MiB measured in a
-// lite sandbox on a loaded host, where the trigger leaves 256 MiB.
+// lite sandbox on a loaded host, where the trigger leaves 320 MiB (896 MiB host limit).
 func guardTrigger(own, host int64) int64 {
 	if own <= 0 || own >= host {
 		return host - host/4
@@ -236,7 +236,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 //
 // Measured with a python fork bomb in a lite sandbox, 10 runs (TestMemoryGuardStopsForkBomb,
 // and hutchd on a host with both CPUs busy): peaks of 551 to 650 MiB on the host for a trigger
-// of 512 MiB and a host limit of 768 MiB.
+// of 512 MiB and a host limit of 768 MiB (SentryMemory's constant was 128 MiB then).
 //
 // A sandbox paused by someone else (a disk capture, internal/sandbox) is left paused and not
 // killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a

@@ -40,7 +40,7 @@ func TestMemoryGuardKillsGroup(t *testing.T) {
 				t.Cleanup(func() { rt2.StopGuard(id) })
 			}
 			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (halfway from 64 MiB to
-			// runsc.SentryMemory(64 MiB, 64), 256 MiB: 160 MiB) slowly enough for the guard to
+			// runsc.SentryMemory(64 MiB, 64), 384 MiB: 224 MiB) slowly enough for the guard to
 			// act before the host limit.
 			// Meanwhile the guard says "1" in the pressure file once the host count passes the
 			// sandbox's 64 MiB.

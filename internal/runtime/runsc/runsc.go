@@ -327,7 +327,7 @@ func adapt(spec *specs.Spec) {
 func SentryPids(limit int64) int64 { return 3*limit + 256 }
 
 // SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
-// bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 128 MiB, so that
+// bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 256 MiB, so that
 // the memory guard's trigger (halfway from limit to it) has room for the Sentry's memory of
 // half the pids limit's tasks, and a fork bomb room above the trigger. Inside,
 // hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
@@ -338,7 +338,9 @@ func SentryPids(limit int64) int64 { return 3*limit + 256 }
 // allocates between two polls of the agent. Past guardTrigger of it the memory guard kills
 // (guard.go); when the host limit is reached all the same, the host's OOM killer takes the
 // Sentry and the whole sandbox dies (restarted on the next request), never a neighbour.
-func SentryMemory(limit, pids int64) int64 { return limit + limit/2 + pids*512<<10 + 128<<20 }
+// The constant was 128 MiB until a CI run of TestMemoryGuardStopsForkBomb lost its sandbox
+// with 256 MiB above the guard's trigger; it is now 320 MiB for lite (host limit 896 MiB).
+func SentryMemory(limit, pids int64) int64 { return limit + limit/2 + pids*512<<10 + 256<<20 }
 
 // runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
 // its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
