@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,7 +265,7 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 	if err == nil {
 		ps = signalled.filter(ps)
 	}
-	pgid, n := pickGroup(ps, nil)
+	pgid, n := pickGroup(ps)
 	if err == nil && pgid != 0 {
 		// Before the resume, so that the agent's enforcer, which holds off after a guard
 		// kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
@@ -284,8 +285,7 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 	}
 	lift()
 	var rounds int
-	skip := map[int]bool{}
-	for {
+	for skipped := 0; ; skipped++ {
 		rounds, err = r.killGroup(ctx, id, pgid)
 		signalled.add(ps, pgid)
 		// A group that took no signal had no live process left: its members exited, or are
@@ -295,11 +295,11 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		// does not die: zombies whose parent lives on (a breaker's decoy: 260 children that
 		// exited, never reaped), which runsc signals without an error. The next group of the
 		// same list then.
-		if (rounds > 0 && rounds < killGroupRounds) || err != nil || len(skip) >= maxSkippedGroups {
+		if (rounds > 0 && rounds < killGroupRounds) || err != nil || skipped >= maxSkippedGroups {
 			break
 		}
-		skip[pgid] = true
-		next, m := pickGroup(ps, skip)
+		ps = slices.DeleteFunc(ps, func(p psEntry) bool { return p.PGID == pgid })
+		next, m := pickGroup(ps)
 		if next == 0 {
 			break
 		}
@@ -381,16 +381,18 @@ func (r *Runtime) guardPause(ctx context.Context, id string, lift func()) error 
 // and its resume would then restart the tasks. Seen: a guard's pause past a 3 s timeout,
 // retried, left a sandbox's tasks stopped for good.
 func (r *Runtime) pauseUncancelled(ctx context.Context, id string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseMax)
-	defer cancel()
-	_, err := r.runSimple(ctx, "pause", id, "pause", runscID(id))
-	return err
+	return r.runUncancelled(ctx, id, "pause")
 }
 
 func (r *Runtime) resumeUncancelled(ctx context.Context, id string) error {
+	return r.runUncancelled(ctx, id, "resume")
+}
+
+// runUncancelled runs `runsc OP id.` to its end whatever ctx does, bounded by pauseMax.
+func (r *Runtime) runUncancelled(ctx context.Context, id, op string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseMax)
 	defer cancel()
-	_, err := r.runSimple(ctx, "resume", id, "resume", runscID(id))
+	_, err := r.runSimple(ctx, op, id, op, runscID(id))
 	return err
 }
 
@@ -553,16 +555,13 @@ func parsePS(out []byte) ([]psEntry, error) {
 	return ps, nil
 }
 
-// pickGroup returns the process group with the most processes in ps, and its size, leaving out
-// the groups in skip (0, 0: none). Protected are PID 1's group and the agent server's: the
+// pickGroup returns the process group with the most processes in ps, and its size (0, 0:
+// none). Protected are PID 1's group and the agent server's: the
 // first hutch-init child of PID 1 (the lowest PID; PID 1 starts it before any command runs, so
 // a process that names itself hutch-init and is reparented to PID 1 later has a higher one).
 // A tie goes to the lower group ID.
-func pickGroup(ps []psEntry, skip map[int]bool) (pgid, n int) {
+func pickGroup(ps []psEntry) (pgid, n int) {
 	protected := map[int]bool{0: true}
-	for g := range skip {
-		protected[g] = true
-	}
 	server := psEntry{}
 	for _, p := range ps {
 		if p.PID == 1 {

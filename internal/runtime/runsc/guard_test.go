@@ -10,10 +10,9 @@ func TestPickGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		ps      []psEntry
-		skip    map[int]bool
 		pgid, n int
 	}{
-		{"only the agent", agent, nil, 0, 0},
+		{"only the agent", agent, 0, 0},
 		{"a fork bomb", append(append([]psEntry{}, agent...),
 			psEntry{PID: 20, PPID: 7, PGID: 20, Cmd: "hutch-init"}, // a command's shim
 			psEntry{PID: 21, PPID: 20, PGID: 20, Cmd: "bash"},
@@ -21,28 +20,26 @@ func TestPickGroup(t *testing.T) {
 			psEntry{PID: 23, PPID: 22, PGID: 20, Cmd: "python3"},
 			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "hutch-init"},
 			psEntry{PID: 31, PPID: 30, PGID: 30, Cmd: "sleep"},
-		), nil, 20, 4},
-		{"a group skipped (no live process): the next", append(append([]psEntry{}, agent...),
-			psEntry{PID: 20, PPID: 7, PGID: 20, Cmd: "sleep"},
-			psEntry{PID: 21, PPID: 1, PGID: 20, Cmd: "sleep"},
+		), 20, 4},
+		{"a group taken out (no live process): the next", append(append([]psEntry{}, agent...),
 			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "python3"},
-		), map[int]bool{20: true}, 30, 1},
+		), 30, 1},
 		{"processes in PID 1's group are the agent's", append(append([]psEntry{}, agent...),
 			psEntry{PID: 40, PPID: 1, PGID: 1, Cmd: "sh"},
 			psEntry{PID: 41, PPID: 1, PGID: 1, Cmd: "sh"},
 			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "sleep"},
-		), nil, 50, 1},
+		), 50, 1},
 		{"a later hutch-init child of PID 1 is not the agent", append(append([]psEntry{}, agent...),
 			psEntry{PID: 90, PPID: 1, PGID: 90, Cmd: "hutch-init"},
 			psEntry{PID: 91, PPID: 90, PGID: 90, Cmd: "python3"},
-		), nil, 90, 2},
+		), 90, 2},
 		{"a tie goes to the older group", append(append([]psEntry{}, agent...),
 			psEntry{PID: 60, PPID: 7, PGID: 60, Cmd: "a"},
 			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "b"},
-		), nil, 50, 1},
+		), 50, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pgid, n := pickGroup(tc.ps, tc.skip)
+			pgid, n := pickGroup(tc.ps)
 			if pgid != tc.pgid || n != tc.n {
 				t.Errorf("pickGroup = %d, %d; want %d, %d", pgid, n, tc.pgid, tc.n)
 			}
@@ -132,7 +129,7 @@ func TestSignalledSet(t *testing.T) {
 	// Still listed (zombies), with a bomb of two in group 30: the bomb is chosen.
 	next := append(append([]psEntry{}, decoy...), psEntry{PID: 30, PGID: 30}, psEntry{PID: 31, PGID: 30})
 	live := s.filter(next)
-	if pgid, n := pickGroup(live, nil); pgid != 30 || n != 2 {
+	if pgid, n := pickGroup(live); pgid != 30 || n != 2 {
 		t.Errorf("after the decoy's kill: pickGroup = %d, %d; want the bomb, 30, 2", pgid, n)
 	}
 	// 11 and 12 reaped; 11 comes back as a new process.
