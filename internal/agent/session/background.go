@@ -244,7 +244,8 @@ const treePollInterval = 20 * time.Millisecond
 // (bash and everything below it, never the shim; bash itself too when there is no shim; under
 // the shim this includes processes that called setsid or were orphaned by a double fork) and
 // to every process carrying the command's marker, then it waits up to grace for all of them to
-// be gone, then kills whatever is left with SIGKILL (killTree). The command is Done only once
+// be gone, signalling every 20 ms the processes of the tree that appeared since (a fork that
+// raced the first pass), then kills whatever is left with SIGKILL (killTree). The command is Done only once
 // all of that is over: bash dying of the SIGTERM while a child that ignores it runs on does not
 // end it. The exit code is bash's (usually 143) when everything was gone within the grace,
 // else 137. It returns once the command is Done; the result reports whether it was still
@@ -267,25 +268,41 @@ func (b *Background) Terminate(grace time.Duration) bool {
 	needle := []byte(MarkerEnv + "=" + execID + "\x00")
 	// The processes signalled, with their start times (a pid may be reused meanwhile).
 	var targets []procRef
+	signalled := map[procRef]bool{}
 	signal := func(pid int) {
 		if b.shimmed && pid == root {
 			return // the shim (it carries the marker too) exits with bash, reporting its status
 		}
-		if st, ok := procStartTime(pid); ok {
+		if st, ok := procStartTime(pid); ok && !signalled[procRef{pid, st}] {
+			signalled[procRef{pid, st}] = true
 			targets = append(targets, procRef{pid, st})
 			_ = unix.Kill(pid, unix.SIGTERM)
 		}
 	}
-	if b.sh.alive() {
-		signal(root)
-		for _, p := range descendants(root) {
-			signal(p.pid)
+	// signalTree signals every process of the tree not signalled yet: a process forked after
+	// an earlier pass (bash forking the command as the SIGTERM arrives, its handler running
+	// the EXIT trap only after the fork) gets its SIGTERM on a later pass, not just the SIGKILL
+	// after the grace. It reports whether a marked process is left.
+	signalTree := func() (marked bool) {
+		if b.sh.alive() {
+			signal(root)
+			for _, p := range descendants(root) {
+				signal(p.pid)
+			}
 		}
+		forEachMarked(needle, func(pid int) {
+			if !(b.shimmed && pid == root) {
+				marked = true
+			}
+			signal(pid)
+		})
+		return marked
 	}
-	forEachMarked(needle, signal)
+	signalTree()
 
 	gone := func() bool {
-		if b.sh.alive() {
+		marked := signalTree()
+		if b.sh.alive() || marked {
 			return false
 		}
 		for _, t := range targets {
@@ -293,9 +310,7 @@ func (b *Background) Terminate(grace time.Duration) bool {
 				return false
 			}
 		}
-		found := false
-		forEachMarked(needle, func(int) { found = true })
-		return !found
+		return true
 	}
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()

@@ -128,6 +128,10 @@ func TestBackgroundDoesNotBlockExec(t *testing.T) {
 	}
 }
 
+// lateFork starts one sleep at once and another in half a second, from a subshell that ignores
+// SIGTERM until then and keeps running (the trailing ":" keeps it from exec'ing the sleep).
+const lateFork = `sleep 300 & (trap "" TERM; sleep 0.5; trap - TERM; sleep 300; :); wait`
+
 func TestBackgroundTerminate(t *testing.T) {
 	shim := buildShim(t)
 	tests := []struct {
@@ -136,13 +140,19 @@ func TestBackgroundTerminate(t *testing.T) {
 		command  string
 		grace    time.Duration
 		wantCode []int
+		up       int // sleeps running before Terminate; 0: every "sleep 300" of the command
 	}{
-		{"sleep", false, "sleep 300", 5 * time.Second, []int{143}},
-		{"children", true, "sh -c 'sleep 300 & sleep 300 & wait'", 5 * time.Second, []int{143}},
-		{"setsid grandchild", true, "sh -c 'setsid env -i sleep 300 & exit 0'; sleep 300", 5 * time.Second, []int{143}},
-		{"setsid grandchild no shim", false, "sh -c 'setsid sleep 300 & exit 0'; sleep 300", 5 * time.Second, []int{143}},
-		{"ignores TERM", true, `trap "" TERM; sleep 300`, 300 * time.Millisecond, []int{137}},
-		{"ignores TERM no shim", false, `trap "" TERM; sleep 300`, 300 * time.Millisecond, []int{137}},
+		{"sleep", false, "sleep 300", 5 * time.Second, []int{143}, 0},
+		{"children", true, "sh -c 'sleep 300 & sleep 300 & wait'", 5 * time.Second, []int{143}, 0},
+		{"setsid grandchild", true, "sh -c 'setsid env -i sleep 300 & exit 0'; sleep 300", 5 * time.Second, []int{143}, 0},
+		{"setsid grandchild no shim", false, "sh -c 'setsid sleep 300 & exit 0'; sleep 300", 5 * time.Second, []int{143}, 0},
+		{"ignores TERM", true, `trap "" TERM; sleep 300`, 300 * time.Millisecond, []int{137}, 0},
+		{"ignores TERM no shim", false, `trap "" TERM; sleep 300`, 300 * time.Millisecond, []int{137}, 0},
+		// A process started after Terminate's first pass (here by a subshell that ignores TERM
+		// for half a second, as bash forking the command as the SIGTERM arrives does) gets a
+		// SIGTERM too, not only a SIGKILL after the grace: all is gone within it (143, not 137).
+		{"forks later", true, lateFork, 5 * time.Second, []int{143}, 1},
+		{"forks later no shim", false, lateFork, 5 * time.Second, []int{143}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,6 +171,9 @@ func TestBackgroundTerminate(t *testing.T) {
 			}
 			// Wait until the whole tree is up: two sleeps, or one when the tree has one.
 			want := strings.Count(tt.command, "sleep 300")
+			if tt.up > 0 {
+				want = tt.up
+			}
 			deadline := time.Now().Add(10 * time.Second)
 			for countSleeps(b.PID(), b.ExecID()) < want && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)
