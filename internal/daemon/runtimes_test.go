@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -20,7 +21,8 @@ func TestAuditGuardKill(t *testing.T) {
 		kill    runsc.GuardKill
 		wantErr string
 	}{
-		{"killed", runsc.GuardKill{ID: "sb", PGID: 32, Processes: 183, Rounds: 4, Usage: 539615232, Trigger: 536870912, HostLimit: 805306368}, ""},
+		{"killed", runsc.GuardKill{ID: "sb", PGID: 32, Processes: 183, Rounds: 4, Usage: 539615232, Peak: 640000000, Trigger: 536870912, HostLimit: 805306368,
+			Pause: 1200 * time.Millisecond, List: 90 * time.Millisecond, Resume: 40 * time.Millisecond, Kill: 700 * time.Millisecond}, ""},
 		{"refused", runsc.GuardKill{ID: "sb", PGID: 7, Processes: 3, Rounds: 0, Usage: 6, Trigger: 5, HostLimit: 9, Err: errors.New("runsc kill sb: boom")}, "runsc kill sb: boom"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -33,7 +35,9 @@ func TestAuditGuardKill(t *testing.T) {
 			want := map[string]any{
 				"action": sandbox.AuditMemoryGuardKill, "by": "hutchd", "id": c.kill.ID,
 				"pgid": float64(c.kill.PGID), "processes": float64(c.kill.Processes), "rounds": float64(c.kill.Rounds),
-				"usage": float64(c.kill.Usage), "trigger": float64(c.kill.Trigger), "hostLimit": float64(c.kill.HostLimit),
+				"usage": float64(c.kill.Usage), "peak": float64(c.kill.Peak), "trigger": float64(c.kill.Trigger), "hostLimit": float64(c.kill.HostLimit),
+				"pauseMs": float64(c.kill.Pause.Milliseconds()), "listMs": float64(c.kill.List.Milliseconds()),
+				"resumeMs": float64(c.kill.Resume.Milliseconds()), "killMs": float64(c.kill.Kill.Milliseconds()),
 			}
 			for k, v := range want {
 				if rec[k] != v {

@@ -15,6 +15,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
@@ -67,11 +69,8 @@ const (
 	guardInterval = 50 * time.Millisecond
 	settleStep    = 500 * time.Millisecond
 	settleMax     = 15 * time.Second
-	// pauseLiftAfter is how long guardPause waits for a pause under the sandbox's CPU quota
-	// before lifting it (4 s seen under a fork bomb on a loaded host); pauseMax bounds a
-	// pause or resume (pauseUncancelled).
-	pauseLiftAfter = 5 * time.Second
-	pauseMax       = 2 * time.Minute
+	// pauseMax bounds a pause or resume (pauseUncancelled).
+	pauseMax = 2 * time.Minute
 )
 
 // guardTrigger is the host memory use past which the guard kills, for a sandbox limited to own
@@ -211,7 +210,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if used <= trigger {
 			continue
 		}
-		if !r.contain(ctx, id, used, trigger, limit, signalled) {
+		if !r.contain(ctx, id, usagePath, used, trigger, limit, signalled) {
 			time.Sleep(settleStep) // no line per poll
 			continue
 		}
@@ -243,19 +242,20 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 // killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a
 // capture's pause waits for contain's resume instead of being undone by it. When the pause
 // fails otherwise, contain kills unpaused.
-func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit int64, signalled signalledSet) bool {
+func (r *Runtime) contain(ctx context.Context, id, usagePath string, used, trigger, limit int64, signalled signalledSet) bool {
 	r.pauseMu.Lock()
 	defer r.pauseMu.Unlock()
 	start := time.Now()
-	restore := func() {}
-	lifted := false
-	lift := func() {
-		if !lifted {
-			restore, lifted = r.liftCPUQuota(id), true
-		}
+	peak := watchPeak(usagePath, used)
+	defer peak()
+	k := GuardKill{ID: id, Usage: used, Trigger: trigger, HostLimit: limit}
+	phase := func(d *time.Duration) {
+		*d = time.Since(start) - k.Pause - k.List - k.Resume
 	}
+	restore := func() {}
 	defer func() { restore() }()
-	perr := r.guardPause(ctx, id, lift)
+	perr := r.pauseUncancelled(ctx, id)
+	phase(&k.Pause)
 	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
 		r.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "usage", used, "trigger", trigger, "err", perr)
 		return false
@@ -266,11 +266,36 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		ps = signalled.filter(ps)
 	}
 	pgid, n := pickGroup(ps)
+	phase(&k.List)
 	if err == nil && pgid != 0 {
 		// Before the resume, so that the agent's enforcer, which holds off after a guard
 		// kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
 		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
 			r.log.Warn("memory guard: kill file", "id", id, "err", err)
+		}
+	}
+	// Killed while paused, the group's tasks die before they run again, forking no more
+	// (signalGroup); the signals after the resume then find it gone or exiting. A group with
+	// no live process (zombies PID 1 has not reaped yet) is passed over for the next.
+	killedPaused := 0
+	for skipped := 0; paused && err == nil && pgid != 0; skipped++ {
+		kerr := r.signalGroup(ctx, id, pgid, unix.SIGKILL)
+		if kerr == nil {
+			killedPaused = 1
+			break
+		}
+		if !errors.Is(kerr, errGroupGone) || skipped >= maxSkippedGroups {
+			if !errors.Is(kerr, errGroupGone) {
+				r.log.Warn("memory guard: kill while paused", "id", id, "pgid", pgid, "err", kerr)
+			}
+			break
+		}
+		signalled.add(ps, pgid)
+		ps = slices.DeleteFunc(ps, func(p psEntry) bool { return p.PGID == pgid })
+		if next, m := pickGroup(ps); next != 0 {
+			pgid, n = next, m
+		} else {
+			break
 		}
 	}
 	if paused {
@@ -279,23 +304,27 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 			return false
 		}
 	}
+	phase(&k.Resume)
 	if err != nil || pgid == 0 {
 		r.log.Warn("memory guard: over the trigger and nothing to kill", "id", id, "usage", used, "trigger", trigger, "paused", paused, "pause_err", perr, "err", err)
 		return false
 	}
-	lift()
+	restore = r.liftCPUQuota(id)
 	var rounds int
 	for skipped := 0; ; skipped++ {
-		rounds, err = r.killGroup(ctx, id, pgid)
+		var gone bool
+		rounds, gone, err = r.killGroup(ctx, id, pgid)
+		rounds += killedPaused
+		killedPaused = 0
 		signalled.add(ps, pgid)
 		// A group that took no signal had no live process left: its members exited, or are
 		// zombies that PID 1 has not reaped yet (runsc ps lists them; seen after the guard
 		// killed a decoy group of 260 sleeping processes, whose zombies it then chose again
-		// while a fork bomb in another group grew). A group still there after killGroupRounds
+		// while a fork bomb in another group grew). A group still there after killGroupMax
 		// does not die: zombies whose parent lives on (a breaker's decoy: 260 children that
-		// exited, never reaped), which runsc signals without an error. The next group of the
-		// same list then.
-		if (rounds > 0 && rounds < killGroupRounds) || err != nil || skipped >= maxSkippedGroups {
+		// exited, never reaped), which the Sentry signals without an error. The next group of
+		// the same list then.
+		if (rounds > 0 && gone) || err != nil || skipped >= maxSkippedGroups {
 			break
 		}
 		ps = slices.DeleteFunc(ps, func(p psEntry) bool { return p.PGID == pgid })
@@ -305,13 +334,47 @@ func (r *Runtime) contain(ctx context.Context, id string, used, trigger, limit i
 		}
 		pgid, n = next, m
 	}
+	k.Kill = time.Since(start) - k.Pause - k.List - k.Resume
+	k.PGID, k.Processes, k.Rounds, k.Err, k.Peak = pgid, n, rounds, err, peak()
 	r.log.Warn("memory guard: killed a process group of a sandbox near its host memory limit",
 		"id", id, "pgid", pgid, "processes", n, "rounds", rounds, "paused", paused, "pause_err", perr,
-		"took", time.Since(start).Round(time.Millisecond), "usage", used, "trigger", trigger, "host_limit", limit, "err", err)
+		"pause", k.Pause.Round(time.Millisecond), "list", k.List.Round(time.Millisecond),
+		"resume", k.Resume.Round(time.Millisecond), "kill", k.Kill.Round(time.Millisecond),
+		"usage", used, "peak", k.Peak, "trigger", trigger, "host_limit", limit, "err", err)
 	if r.onGuardKill != nil {
-		r.onGuardKill(GuardKill{ID: id, PGID: pgid, Processes: n, Rounds: rounds, Usage: used, Trigger: trigger, HostLimit: limit, Err: err})
+		r.onGuardKill(k)
 	}
 	return true
+}
+
+// peakInterval is how often watchPeak samples the host memory use during a contain.
+const peakInterval = 10 * time.Millisecond
+
+// watchPeak samples usagePath every peakInterval until the returned function is first called;
+// it returns the highest value seen (at least first).
+func watchPeak(usagePath string, first int64) (stop func() int64) {
+	done := make(chan struct{})
+	result := make(chan int64, 1)
+	go func() {
+		peak := first
+		t := time.NewTicker(peakInterval)
+		defer t.Stop()
+		for {
+			if u, err := ocispec.ReadInt(usagePath); err == nil && u > peak {
+				peak = u
+			}
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return sync.OnceValue(func() int64 {
+		close(done)
+		return <-result
+	})
 }
 
 // signalledSet holds the PIDs a guard's kills have signalled that were still listed at its last
@@ -350,28 +413,17 @@ func (s signalledSet) add(ps []psEntry, pgid int) {
 
 // GuardKill describes a memory guard's kill (Config.OnGuardKill): of process group PGID
 // (Processes processes when listed) in container ID, in Rounds SIGKILLs, when the host cgroup's
-// memory use was Usage bytes, past Trigger, of a limit of HostLimit. Err is the last refusal of
-// a kill other than the group's absence, if any.
+// memory use was Usage bytes, past Trigger, of a limit of HostLimit. Peak is the highest use
+// sampled (every 10 ms) from then to the last round. Pause, List, Resume and Kill are how long
+// contain's steps took (Pause and Resume 0 when the sandbox was not paused). Err is the last
+// refusal of a kill other than the group's absence, if any.
 type GuardKill struct {
-	ID                      string
-	PGID, Processes, Rounds int
-	Usage, Trigger          int64
-	HostLimit               int64
-	Err                     error
-}
-
-// guardPause pauses id for contain under its CPU quota, and calls lift if the pause has not
-// returned after pauseLiftAfter. The pause is never cut short (pauseUncancelled).
-func (r *Runtime) guardPause(ctx context.Context, id string, lift func()) error {
-	done := make(chan error, 1)
-	go func() { done <- r.pauseUncancelled(ctx, id) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(pauseLiftAfter):
-		lift()
-		return <-done
-	}
+	ID                        string
+	PGID, Processes, Rounds   int
+	Usage, Peak, Trigger      int64
+	HostLimit                 int64
+	Pause, List, Resume, Kill time.Duration
+	Err                       error
 }
 
 // pauseUncancelled and resumeUncancelled run `runsc pause` and `runsc resume` to the end,
@@ -457,34 +509,57 @@ func liftedQuota(file, old string, period int64) string {
 	return ""
 }
 
-// killGroupRounds bounds the SIGKILLs killGroup sends to one group; maxSkippedGroups the
-// groups contain passes over because they took no signal.
+// killGroupMax bounds the time killGroup signals one group, killRoundGap is its pause between
+// two signals; maxSkippedGroups bounds the groups contain passes over because they took no
+// signal or did not die.
 const (
-	killGroupRounds  = 20
+	killGroupMax     = 5 * time.Second
+	killRoundGap     = 20 * time.Millisecond
 	maxSkippedGroups = 4
 )
 
-// killGroup SIGKILLs process group pgid of id until the group is gone (runsc refuses the
+// killGroup SIGKILLs process group pgid of id until the group is gone (the Sentry refuses the
 // signal: "no such process group", or "no such process" for a group whose members are all
-// exiting), at most killGroupRounds times, and returns how many
-// signals reached it. One is not enough for a fork bomb: gVisor signals the group's members
+// exiting), for at most killGroupMax, and returns how many signals reached it and whether it
+// is gone. One is not enough for a fork bomb that runs: gVisor signals the group's members
 // one by one, and a member's fork in progress completes with a child that got no signal
-// (measured: 158 processes killed, 165 in the same group 1.8 s later). err is the last
-// refusal other than the group's absence, or ctx's.
-func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds int, err error) {
-	for rounds < killGroupRounds && ctx.Err() == nil {
+// (measured: 158 processes killed, 165 in the same group 1.8 s later). It signals through the
+// control socket (signalGroup), else with `runsc kill`. err is the last refusal other than the
+// group's absence, or ctx's.
+func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds int, gone bool, err error) {
+	control := true
+	deadline := time.Now().Add(killGroupMax)
+	for ctx.Err() == nil {
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, kerr := r.runSimple(kctx, "kill", id, "kill", "--pgid", strconv.Itoa(pgid), runscID(id), "KILL")
+		var kerr error
+		if control {
+			kerr = r.signalGroup(kctx, id, pgid, unix.SIGKILL)
+			if errors.Is(kerr, errNoControl) {
+				r.log.Warn("memory guard: control socket, using runsc kill", "id", id, "err", kerr)
+				control = false
+			}
+		}
+		if !control {
+			_, kerr = r.runSimple(kctx, "kill", id, "kill", "--pgid", strconv.Itoa(pgid), runscID(id), "KILL")
+		}
 		cancel()
 		if kerr != nil {
-			if strings.Contains(kerr.Error(), "no such process") { // "… process group", or a group of only exiting members
-				return rounds, nil
+			// "… process group", or a group of only exiting members
+			if errors.Is(kerr, errGroupGone) || strings.Contains(kerr.Error(), "no such process") {
+				return rounds, true, nil
 			}
-			return rounds, kerr
+			return rounds, false, kerr
 		}
 		rounds++
+		if time.Now().After(deadline) {
+			return rounds, false, nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(killRoundGap):
+		}
 	}
-	return rounds, ctx.Err()
+	return rounds, false, ctx.Err()
 }
 
 // settle waits, after a kill, while the Sentry gives the killed group's memory back to the host

@@ -145,9 +145,11 @@ while True:
 		}
 		select {
 		case k := <-kills: // reported after the last round, maybe after the exec ended
-			if k.ID != id || k.Processes < 2 || k.Rounds < 1 || k.Usage <= k.Trigger || k.HostLimit <= k.Usage {
+			if k.ID != id || k.Processes < 2 || k.Rounds < 1 || k.Usage <= k.Trigger || k.HostLimit <= k.Usage || k.Peak < k.Usage {
 				t.Errorf("bomb %d: guard kill reported as %+v", i, k)
 			}
+			t.Logf("bomb %d: guard: usage %d MiB, peak %d MiB, trigger %d MiB; pause %v, list %v, resume %v, kill %v (%d processes, %d rounds)",
+				i, k.Usage>>20, k.Peak>>20, k.Trigger>>20, k.Pause, k.List, k.Resume, k.Kill, k.Processes, k.Rounds)
 		case <-time.After(30 * time.Second):
 			t.Fatalf("bomb %d: no guard kill reported (Config.OnGuardKill)", i)
 		}
