@@ -1,5 +1,12 @@
 package runsc
 
+import (
+	"context"
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
 // Exported for the external tests.
 var (
 	PseudoVersionTime = pseudoVersionTime
@@ -10,3 +17,23 @@ func (r *Runtime) StopGuard(id string) { r.stopGuard(id) }
 
 // SetOnGuardKill sets Config.OnGuardKill of a runtime made by New; call it before Start.
 func (r *Runtime) SetOnGuardKill(f func(GuardKill)) { r.onGuardKill = f }
+
+// SignalGroup sends sig to process group pgid of id through the Sentry's control socket.
+func (r *Runtime) SignalGroup(ctx context.Context, id string, pgid int, sig unix.Signal) error {
+	return r.signalGroup(ctx, id, pgid, sig)
+}
+
+// IsGroupGone reports whether err is SignalGroup's error for a group with no process left.
+func IsGroupGone(err error) bool { return errors.Is(err, errGroupGone) }
+
+// GroupOf returns the process group of id's first process whose command is cmd (runsc ps),
+// or 0. runsc lists the command name only.
+func (r *Runtime) GroupOf(ctx context.Context, id, cmd string) (int, error) {
+	ps, err := r.listProcesses(ctx, id)
+	for _, p := range ps {
+		if p.Cmd == cmd {
+			return p.PGID, err
+		}
+	}
+	return 0, err
+}

@@ -28,8 +28,8 @@ import (
 // sixteenth of a CPU the agent runs too rarely to act, the Sentry's memory reaches the host
 // cgroup's limit (SentryMemory) and the host's OOM killer ends the whole sandbox. The guard
 // runs in hutchd, outside the sandbox's CPU limit: it polls the host cgroup's memory use every
-// guardInterval and, past guardTrigger, pauses the sandbox, lists its processes, resumes it and
-// kills through runsc's control channel (which needs no task of the sandbox to run) the process
+// guardInterval and, past guardTrigger, pauses the sandbox, lists its processes and kills,
+// through the Sentry's control socket (which needs no task of the sandbox to run), the process
 // group with the most processes, never the agent's (contain).
 //
 // runsc reports no memory per process, so the guard chooses by count: a fork bomb is the
@@ -79,7 +79,7 @@ const (
 // its base and the tasks' (SentryMemory gives the host limit room for the pids limit's tasks at
 // ~0.5 MiB; half of that room takes ~0.45 MiB times the pids limit), and the guard acts when
 // the agent could not or the tasks outgrew that. The half above the trigger is what a fork
-// bomb may still take while the guard pauses, lists and kills: up to 180 MiB measured in a
+// bomb may still take while the guard pauses, lists and kills: up to 155 MiB measured in a
 // lite sandbox on a loaded host, where the trigger leaves 320 MiB (896 MiB host limit).
 func guardTrigger(own, host int64) int64 {
 	if own <= 0 || own >= host {
@@ -224,19 +224,22 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 //  1. It pauses the sandbox (`runsc pause`) under its CPU quota. A pause stops every task
 //     between system calls, so the list taken next is complete and no fork is in progress.
 //     The Sentry serves the pause under the quota, so under a fork bomb it takes seconds
-//     (up to 4 s measured), but the bomb grows at its throttled pace meanwhile (up to 76 MiB).
-//     Lifting the quota for the pause made it worse: the bomb then outgrew the pause (136 MiB
-//     in 0.36 s). The quota is lifted only when the pause has not returned in pauseLiftAfter.
+//     (0.7 to 7.6 s measured on a loaded host), while the bomb grows at its throttled pace
+//     (up to 155 MiB). Lifting the quota during the pause makes it worse: the bomb then
+//     outgrows it (136 MiB in 0.36 s; a sandbox lost when the quota was lifted after 5 s).
 //  2. It lists the processes (`runsc ps`), chooses the group (pickGroup; the processes of
 //     signalled are left out) and writes GuardKillFile.
-//  3. It resumes the sandbox (runsc refuses to signal a paused one), raises the CPU quota to
-//     one CPU (liftCPUQuota) and kills the group (killGroup). The first round reaches every
-//     process listed; the next rounds the children of forks made since the resume. The bomb
-//     grew up to 112 MiB in this step (the kill's rounds, and the exits of the killed tasks).
+//  3. It SIGKILLs the group while the sandbox is paused, through the Sentry's control socket
+//     (signalGroup: runsc refuses to signal a paused sandbox). Every listed task of the group
+//     dies before it runs again, so the bomb forks no more. A group that has no live process
+//     (zombies) is passed over for the next of the list.
+//  4. It resumes the sandbox, raises the CPU quota to one CPU (liftCPUQuota) for the killed
+//     tasks' exits, and signals the group until it is gone (killGroup).
 //
-// Measured with a python fork bomb in a lite sandbox, 10 runs (TestMemoryGuardStopsForkBomb,
-// and hutchd on a host with both CPUs busy): peaks of 551 to 650 MiB on the host for a trigger
-// of 512 MiB and a host limit of 768 MiB (SentryMemory's constant was 128 MiB then).
+// Measured with a python fork bomb in a lite sandbox on a host with both CPUs busy, 10 runs
+// (TestMemoryGuardStopsForkBomb): peaks of 599 to 731 MiB on the host for a trigger of 576 MiB
+// and a host limit of 896 MiB; the peak came at the end of the pause each time. Killing after
+// the resume, as the guard did before, added up to 165 MiB in the kill's 0.7 s.
 //
 // A sandbox paused by someone else (a disk capture, internal/sandbox) is left paused and not
 // killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 )
@@ -103,14 +105,7 @@ func TestMemoryGuardStopsForkBomb(t *testing.T) {
 	spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
 	// PID 1 reaps the orphans, as hutch-init does: the bomb's killed processes are reparented
 	// to it, and as zombies they would stay in the bomb's process group.
-	spec.Args = []string{"python3", "-c", `
-import os, time
-while True:
-    try:
-        os.wait()
-    except ChildProcessError:
-        time.sleep(0.1)
-`}
+	spec.Args = reaperInit
 	kills := make(chan runsc.GuardKill, 8)
 	e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
 	if _, err := e.rt.Start(ctx, spec); err != nil {
@@ -178,6 +173,17 @@ while True:
 	}
 }
 
+// reaperInit is a PID 1 that reaps orphans, as hutch-init does: killed processes reparented to
+// it would otherwise stay listed as zombies in their process group.
+var reaperInit = []string{"python3", "-c", `
+import os, time
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        time.sleep(0.1)
+`}
+
 func readInt(t *testing.T, path string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -189,4 +195,59 @@ func readInt(t *testing.T, path string) int64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestSignalGroupWhilePaused: the memory guard's kill through the Sentry's control socket
+// reaches a process group of a paused sandbox (which `runsc kill` refuses to signal): the
+// sandbox stays paused, and once resumed the group is gone, and a second signal says so; PID 1
+// (a reaper, as hutch-init) lives on.
+func TestSignalGroupWhilePaused(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Args = reaperInit
+	if _, err := e.rt.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := e.exec(t, id, "sh", "-c", "setsid tail -f /dev/null </dev/null >/dev/null 2>&1 &"); code != 0 {
+		t.Fatalf("start the sleeper: exit %d, %q", code, out)
+	}
+	var pgid int
+	for deadline := time.Now().Add(10 * time.Second); pgid == 0; time.Sleep(50 * time.Millisecond) {
+		var err error
+		if pgid, err = e.rt.GroupOf(ctx, id, "tail"); err != nil || time.Now().After(deadline) {
+			t.Fatalf("the sleeper's group: %d, %v", pgid, err)
+		}
+	}
+	if err := e.rt.Pause(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.rt.SignalGroup(ctx, id, pgid, unix.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL to group %d while paused: %v", pgid, err)
+	}
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusPaused {
+		t.Fatalf("after the signal: %+v, %v; want the sandbox still paused", st, err)
+	}
+	if err := e.rt.Resume(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		g, err := e.rt.GroupOf(ctx, id, "tail")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleeper (group %d) outlived its SIGKILL", g)
+		}
+	}
+	if err := e.rt.SignalGroup(ctx, id, pgid, unix.SIGKILL); !runsc.IsGroupGone(err) {
+		t.Errorf("signal to the dead group = %v, want the group gone", err)
+	}
+	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
+		t.Fatalf("after the kill: %+v, %v; want the sandbox running", st, err)
+	}
 }
