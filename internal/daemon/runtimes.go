@@ -44,7 +44,8 @@ func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, auditor sandbox.Audi
 // auditGuardKill records a memory guard's kill in the audit log (sandbox.AuditMemoryGuardKill).
 func auditGuardKill(a sandbox.Auditor, k runsc.GuardKill) {
 	attrs := []slog.Attr{
-		slog.Int("pgid", k.PGID), slog.Int("processes", k.Processes), slog.Int("rounds", k.Rounds),
+		slog.String("cause", k.Cause), slog.Int("pgid", k.PGID), slog.Int("groups", k.Groups),
+		slog.Int("processes", k.Processes), slog.Int("rounds", k.Rounds),
 		slog.Int64("usage", k.Usage), slog.Int64("peak", k.Peak), slog.Int64("trigger", k.Trigger), slog.Int64("hostLimit", k.HostLimit),
 		slog.Int64("pauseMs", k.Pause.Milliseconds()), slog.Int64("listMs", k.List.Milliseconds()),
 		slog.Int64("resumeMs", k.Resume.Milliseconds()), slog.Int64("killMs", k.Kill.Milliseconds()),

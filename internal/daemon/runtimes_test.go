@@ -21,7 +21,7 @@ func TestAuditGuardKill(t *testing.T) {
 		kill    runsc.GuardKill
 		wantErr string
 	}{
-		{"killed", runsc.GuardKill{ID: "sb", PGID: 32, Processes: 183, Rounds: 4, Usage: 539615232, Peak: 640000000, Trigger: 536870912, HostLimit: 805306368,
+		{"killed", runsc.GuardKill{ID: "sb", Cause: "memory", PGID: 32, Groups: 1, Processes: 183, Rounds: 4, Usage: 539615232, Peak: 640000000, Trigger: 536870912, HostLimit: 805306368,
 			Pause: 1200 * time.Millisecond, List: 90 * time.Millisecond, Resume: 40 * time.Millisecond, Kill: 700 * time.Millisecond}, ""},
 		{"refused", runsc.GuardKill{ID: "sb", PGID: 7, Processes: 3, Rounds: 0, Usage: 6, Trigger: 5, HostLimit: 9, Err: errors.New("runsc kill sb: boom")}, "runsc kill sb: boom"},
 	} {
@@ -34,7 +34,7 @@ func TestAuditGuardKill(t *testing.T) {
 			}
 			want := map[string]any{
 				"action": sandbox.AuditMemoryGuardKill, "by": "hutchd", "id": c.kill.ID,
-				"pgid": float64(c.kill.PGID), "processes": float64(c.kill.Processes), "rounds": float64(c.kill.Rounds),
+				"cause": c.kill.Cause, "groups": float64(c.kill.Groups), "pgid": float64(c.kill.PGID), "processes": float64(c.kill.Processes), "rounds": float64(c.kill.Rounds),
 				"usage": float64(c.kill.Usage), "peak": float64(c.kill.Peak), "trigger": float64(c.kill.Trigger), "hostLimit": float64(c.kill.HostLimit),
 				"pauseMs": float64(c.kill.Pause.Milliseconds()), "listMs": float64(c.kill.List.Milliseconds()),
 				"resumeMs": float64(c.kill.Resume.Milliseconds()), "killMs": float64(c.kill.Kill.Milliseconds()),

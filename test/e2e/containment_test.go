@@ -62,6 +62,21 @@ while True:
 		},
 	},
 	{
+		// A bomb of shells fills the pids limit with small processes, far under the memory
+		// trigger; on gVisor it starves the agent (the Sentry ignores nice), so the memory
+		// guard's process cause kills it (runsc/guard.go), about a minute after it started.
+		name:    "shell fork bomb",
+		cmd:     `bash -c ':(){ :|:& };:; sleep 600' shellbomb`,
+		timeout: 15 * time.Second,
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			oomKilled := err == nil && res.ExitCode == 137 && res.Reason == "oom-killed"
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !oomKilled {
+				t.Errorf("shell fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 oom-killed", res, err)
+			}
+			assertNoProcessEventually(t, a, "shellbomb")
+		},
+	},
+	{
 		name:    "allocate past the memory limit",
 		cmd:     `python3 -c 'b = bytearray(600 * 2**20); print(len(b))'`,
 		timeout: 2 * time.Minute,

@@ -37,3 +37,12 @@ func (r *Runtime) GroupOf(ctx context.Context, id, cmd string) (int, error) {
 	}
 	return 0, err
 }
+
+// EscalateWindow is escalateWindow.
+const EscalateWindow = escalateWindow
+
+// CountProcesses returns how many processes runsc lists in id, zombies included.
+func (r *Runtime) CountProcesses(ctx context.Context, id string) (int, error) {
+	ps, err := r.listProcesses(ctx, id)
+	return len(ps), err
+}

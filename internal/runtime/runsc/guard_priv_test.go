@@ -91,85 +91,132 @@ print("survived")
 	}
 }
 
-// TestMemoryGuardStopsForkBomb: a python fork bomb in a sandbox of a lite instance's size (62
-// millicpu, 256 MiB, 512 pids), with no agent inside, is killed by the memory guard alone
-// before the Sentry reaches its host limit, twice in a row: the sandbox keeps running and
-// answers, the host cgroup's peak stays under its limit, and the guard leaves the sandbox
-// neither paused nor with its CPU quota raised. PID 1 reaps orphans, as hutch-init does. The bomb runs in a session of its own, as the
-// agent's commands do; its first process waits for it, so the exec ends when the guard kills.
+// TestMemoryGuardStopsForkBomb: fork bombs in a sandbox of a lite instance's size (62
+// millicpu, 256 MiB, 512 pids), with no agent inside, are killed by the memory guard alone
+// before the Sentry reaches its host limit: the sandbox keeps running and answers, the host
+// cgroup's peak stays under its limit, no process of the bomb is left, and the guard leaves the
+// sandbox neither paused nor with its CPU quota raised. PID 1 reaps orphans, as hutch-init
+// does. Each bomb runs in a session of its own, as the agent's commands do; the exec's first
+// process waits for it.
+//   - python: a python bomb, twice in a row: its memory passes the trigger, one group dies.
+//   - bash: `:(){ :|:& };:` fills the pids limit with small shells, far under the memory
+//     trigger: the guard acts on the host task count (cause "processes").
+//   - setsid: every child starts a session of its own, so no group holds half of the
+//     processes: the guard kills every group outside PID 1's.
 func TestMemoryGuardStopsForkBomb(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	id := newID(t)
-	spec := e.spec(t, id)
-	spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
-	// PID 1 reaps the orphans, as hutch-init does: the bomb's killed processes are reparented
-	// to it, and as zombies they would stay in the bomb's process group.
-	spec.Args = reaperInit
-	kills := make(chan runsc.GuardKill, 8)
-	e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
-	if _, err := e.rt.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	memDir := filepath.Join("/sys/fs/cgroup/memory/hutchrtsc", id)
-	if _, err := os.Stat(memDir); err != nil {
-		t.Skipf("no cgroup v1 memory controller at %s: %v", memDir, err)
-	}
-	quotaFile := filepath.Join("/sys/fs/cgroup/cpu/hutchrtsc", id, "cpu.cfs_quota_us")
-	quota, _ := os.ReadFile(quotaFile)
-	hostLimit := readInt(t, filepath.Join(memDir, "memory.limit_in_bytes"))
-	for i := range 2 {
-		if err := os.WriteFile(filepath.Join(memDir, "memory.max_usage_in_bytes"), []byte("0"), 0); err != nil {
-			t.Fatal(err)
-		}
-		code, out := e.exec(t, id, "python3", "-c", `
+	for _, tc := range []struct {
+		name   string
+		bomb   string // python, run by the waiting parent in a child of its own session
+		runs   int
+		cause  string
+		groups int // minimum groups killed
+	}{
+		{"python", `
+while True:
+    try:
+        os.fork()
+    except OSError:
+        pass
+`, 2, "memory", 1},
+		{"bash", `
+os.execv("/bin/bash", ["bash", "-c", ":(){ :|:& };:; sleep 600"])
+`, 1, "processes", 1},
+		{"setsid", `
+while True:
+    try:
+        if os.fork() == 0:
+            os.setsid()
+    except OSError:
+        pass
+`, 1, "", 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			id := newID(t)
+			spec := e.spec(t, id)
+			spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
+			spec.Args = reaperInit
+			kills := make(chan runsc.GuardKill, 8)
+			e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
+			if _, err := e.rt.Start(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			memDir := filepath.Join("/sys/fs/cgroup/memory/hutchrtsc", id)
+			if _, err := os.Stat(memDir); err != nil {
+				t.Skipf("no cgroup v1 memory controller at %s: %v", memDir, err)
+			}
+			quotaFile := filepath.Join("/sys/fs/cgroup/cpu/hutchrtsc", id, "cpu.cfs_quota_us")
+			quota, _ := os.ReadFile(quotaFile)
+			hostLimit := readInt(t, filepath.Join(memDir, "memory.limit_in_bytes"))
+			for i := range tc.runs {
+				if err := os.WriteFile(filepath.Join(memDir, "memory.max_usage_in_bytes"), []byte("0"), 0); err != nil {
+					t.Fatal(err)
+				}
+				started := time.Now()
+				code, out := e.exec(t, id, "python3", "-c", `
 import os, sys
 pid = os.fork()
 if pid:
     _, status = os.waitpid(pid, 0)
     sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
 os.setsid()
-while True:
-    try:
-        os.fork()
-    except OSError:
-        pass
-`)
-		if code != 128+9 {
-			t.Fatalf("bomb %d: exit %d, %q; want the bomb's first process SIGKILLed", i, code, out)
-		}
-		select {
-		case k := <-kills: // reported after the last round, maybe after the exec ended
-			if k.ID != id || k.Processes < 2 || k.Rounds < 1 || k.Usage <= k.Trigger || k.HostLimit <= k.Usage || k.Peak < k.Usage {
-				t.Errorf("bomb %d: guard kill reported as %+v", i, k)
+`+tc.bomb)
+				if code != 128+9 {
+					t.Fatalf("bomb %d: exit %d, %q; want the bomb's first process SIGKILLed", i, code, out)
+				}
+				t.Logf("bomb %d: killed after %v", i, time.Since(started).Round(time.Millisecond))
+				var k runsc.GuardKill
+				select {
+				case k = <-kills: // reported after the kill, maybe after the exec ended
+				case <-time.After(30 * time.Second):
+					t.Fatalf("bomb %d: no guard kill reported (Config.OnGuardKill)", i)
+				}
+				t.Logf("bomb %d: guard (%s): usage %d MiB, peak %d MiB, trigger %d MiB; pause %v, list %v, resume %v, kill %v (%d groups, %d processes, %d rounds)",
+					i, k.Cause, k.Usage>>20, k.Peak>>20, k.Trigger>>20, k.Pause, k.List, k.Resume, k.Kill, k.Groups, k.Processes, k.Rounds)
+				if k.ID != id || k.Processes < 2 || k.Groups < tc.groups || k.Rounds < 1 || k.HostLimit <= k.Peak || k.Peak < k.Usage ||
+					(tc.cause != "" && k.Cause != tc.cause) || (k.Cause == "memory" && k.Usage <= k.Trigger) {
+					t.Errorf("bomb %d: guard kill reported as %+v", i, k)
+				}
+				st, err := e.rt.State(ctx, id)
+				if err != nil || st.Status != runtime.StatusRunning {
+					t.Fatalf("bomb %d: after the guard's kill: %+v, %v; want the sandbox running", i, st, err)
+				}
+				if code, out := e.exec(t, id, "echo", "alive"); code != 0 || out != "alive\n" {
+					t.Fatalf("bomb %d: exec after the kill: exit %d, %q", i, code, out)
+				}
+				if peak := readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes")); peak >= hostLimit {
+					t.Fatalf("bomb %d: host memory peak %d MiB, the host limit", i, peak>>20)
+				}
+				// The bomb is gone: no process but PID 1 (a later guard pass may be needed).
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+					n, err := e.rt.CountProcesses(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if n == 1 {
+						t.Logf("bomb %d: gone after %v", i, time.Since(started).Round(time.Millisecond))
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("bomb %d: %d processes a minute after the kill", i, n)
+					}
+				}
+				// The guard puts the quota back once its kill ended.
+				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					now, _ := os.ReadFile(quotaFile)
+					if string(now) == string(quota) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("bomb %d: CPU quota %q after the guard, want %q", i, now, quota)
+					}
+				}
+				t.Logf("bomb %d: host memory peak %d MiB of %d MiB", i, readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes"))>>20, hostLimit>>20)
+				// The next bomb is a new attack, not the same one outliving the kill.
+				time.Sleep(runsc.EscalateWindow)
 			}
-			t.Logf("bomb %d: guard: usage %d MiB, peak %d MiB, trigger %d MiB; pause %v, list %v, resume %v, kill %v (%d processes, %d rounds)",
-				i, k.Usage>>20, k.Peak>>20, k.Trigger>>20, k.Pause, k.List, k.Resume, k.Kill, k.Processes, k.Rounds)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("bomb %d: no guard kill reported (Config.OnGuardKill)", i)
-		}
-		st, err := e.rt.State(ctx, id)
-		if err != nil || st.Status != runtime.StatusRunning {
-			t.Fatalf("bomb %d: after the guard's kill: %+v, %v; want the sandbox running", i, st, err)
-		}
-		if code, out := e.exec(t, id, "echo", "alive"); code != 0 || out != "alive\n" {
-			t.Fatalf("bomb %d: exec after the kill: exit %d, %q", i, code, out)
-		}
-		if peak := readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes")); peak >= hostLimit {
-			t.Fatalf("bomb %d: host memory peaked at %d MiB, the host limit", i, peak>>20)
-		}
-		// The guard puts the quota back once its last kill round ended, which may be after
-		// the bomb's first process died.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-			now, _ := os.ReadFile(quotaFile)
-			if string(now) == string(quota) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("bomb %d: CPU quota %q after the guard, want %q", i, now, quota)
-			}
-		}
-		t.Logf("bomb %d: host memory peak %d MiB of %d MiB", i, readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes"))>>20, hostLimit>>20)
+		})
 	}
 }
 

@@ -1,6 +1,11 @@
 package runsc
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestPickGroup(t *testing.T) {
 	agent := []psEntry{
@@ -139,5 +144,61 @@ func TestSignalledSet(t *testing.T) {
 	}
 	if s[10] {
 		t.Error("PID 10, no longer listed, is still remembered")
+	}
+}
+
+func TestSpread(t *testing.T) {
+	many := func(groups, each int) []group {
+		var gs []group
+		for i := range groups {
+			gs = append(gs, group{100 + i, each})
+		}
+		return gs
+	}
+	for _, tc := range []struct {
+		name   string
+		groups []group
+		want   bool
+	}{
+		{"none", nil, false},
+		{"one fork bomb", []group{{30, 250}, {40, 3}}, false},
+		{"a bomb with half the processes", []group{{30, 40}, {40, 20}, {50, 20}}, false},
+		{"a bomb of sessions", many(200, 1), true},
+		{"a few groups of few", many(10, 2), false},
+		{"a decoy and a bomb of sessions", append([]group{{30, 100}}, many(150, 1)...), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := len(tc.groups) > 0 && spread(tc.groups); got != tc.want {
+				t.Errorf("spread = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPidsGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		pidsMax   string // "" no file
+		hint      int64
+		minProcs  int
+		wantFound bool
+	}{
+		{"lite", "1792\n", 512, 256, true}, // SentryPids(512)
+		{"large", fmt.Sprintf("%d\n", SentryPids(4096)), 4096, 2048, true},
+		{"no limit", "max\n", 0, 0, false},
+		{"no pids controller", "", 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			memory, pids := t.TempDir(), t.TempDir()
+			if tc.pidsMax != "" {
+				if err := os.WriteFile(filepath.Join(pids, "pids.max"), []byte(tc.pidsMax), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			path, hint, minProcs := pidsGuard([]string{memory, pids})
+			if hint != tc.hint || minProcs != tc.minProcs || (path == filepath.Join(pids, "pids.current")) != tc.wantFound {
+				t.Errorf("pidsGuard = %q, %d, %d; want hint %d, %d processes", path, hint, minProcs, tc.hint, tc.minProcs)
+			}
+		})
 	}
 }
