@@ -51,6 +51,7 @@ func s3Harness(t *testing.T, v *versitygw) harness {
 			}
 			return out
 		},
+		racyDirs: true, // versitygw's posix backend
 	}
 }
 
