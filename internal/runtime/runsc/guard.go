@@ -267,10 +267,15 @@ const (
 	escalateWindow = 10 * time.Second
 )
 
+// sentryThreads is room for the Sentry's own threads in the task count hint (about 60 in an idle
+// sandbox): below it, a sandbox with a small pids limit (64 in the runsc tests) would be listed
+// every crowdedQuiet for nothing.
+const sentryThreads = 128
+
 // pidsGuard returns the host cgroup's task count file of a sandbox in dirs, the count past
-// which the guard counts the processes (the sandbox's pids limit: half of the limit's
-// processes, two host tasks each) and the processes outside the agent's groups a kill needs
-// (half the limit); "", 0, 0 without a pids limit. The sandbox's limit is read
+// which the guard counts the processes (the sandbox's pids limit plus sentryThreads: half of
+// the limit's processes, two host tasks each, and the Sentry's threads) and the processes
+// outside the agent's groups a kill needs (half the limit); "", 0, 0 without a pids limit. The sandbox's limit is read
 // back from the host's, SentryPids(limit).
 func pidsGuard(dirs []string) (tasksPath string, tasksHint int64, minProcs int) {
 	for _, d := range dirs {
@@ -282,7 +287,7 @@ func pidsGuard(dirs []string) (tasksPath string, tasksHint int64, minProcs int) 
 		if limit <= 0 {
 			return "", 0, 0
 		}
-		return filepath.Join(d, "pids.current"), limit, int(limit / 2)
+		return filepath.Join(d, "pids.current"), limit + sentryThreads, int(limit / 2)
 	}
 	return "", 0, 0
 }
