@@ -118,6 +118,17 @@ func TestParsePS(t *testing.T) {
 	if len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] {
 		t.Fatalf("parsePS = %+v; want %+v", ps, want)
 	}
+	// A name with newlines (up to 15 bytes: runsc prints the executable's base name) adds lines
+	// that are not processes; the table still reads.
+	named := "UID PID PPID PGID C TTY STIME TIME CMD\n" +
+		"0 1 0 1 0 ? 09:44 10ms hutch-init\n" +
+		"0 40 1 40 0 ? 09:44 10ms x\n1 2 3 4 5 6 7\n" +
+		"0 41 1 41 9 ? 09:44 3s python3\n"
+	ps, err = parsePS([]byte(named))
+	want = []psEntry{{PID: 1, PPID: 0, PGID: 1, Cmd: "hutch-init"}, {PID: 40, PPID: 1, PGID: 40, Cmd: "x"}, {PID: 41, PPID: 1, PGID: 41, Cmd: "python3"}}
+	if err != nil || len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] || ps[2] != want[2] {
+		t.Fatalf("parsePS(a name with a newline) = %+v, %v; want %+v", ps, err, want)
+	}
 	for _, bad := range []string{"", "PID CMD\n", "UID PID PPID PGID C TTY STIME TIME CMD\n0 x 0 1 0 ? 09:44 1ms sh\n"} {
 		if _, err := parsePS([]byte(bad)); err == nil {
 			t.Errorf("parsePS(%q) accepted", bad)
