@@ -24,6 +24,7 @@ func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, auditor sandbox.Audi
 		CgroupParent: cfg.CgroupParent,
 		Platform:     cfg.RunscPlatform,
 		OnGuardKill:  func(k runsc.GuardKill) { auditGuardKill(auditor, k) },
+		AgentProbe:   mgr.PingAgent,
 	}, log.With("component", "runsc"))
 	switch {
 	case err == nil:

@@ -1,6 +1,7 @@
 package runsc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,8 +20,10 @@ import (
 
 // guardPass is what the guard knows when it calls contain.
 type guardPass struct {
-	// cause is why: "memory" (the host memory use passed the trigger) or "processes" (the
-	// host's task count stayed past pidsTrigger).
+	// cause is why: "memory" (the host memory use passed the trigger), "processes" (the
+	// host's task count passed its hint and runsc listed minProcs processes or more) or
+	// "starved" (the agent did not answer while the sandbox used its whole CPU quota,
+	// starve.go).
 	cause string
 	// used, trigger and limit are the host memory use, the guard's trigger and the host limit,
 	// in bytes.
@@ -28,8 +31,9 @@ type guardPass struct {
 	// minProcs is how many processes outside the agent's groups a kill needs (cause
 	// "processes": a sandbox of many threads is not a fork bomb).
 	minProcs int
-	// again is set when the guard's last kill was less than escalateWindow ago: it did not end
-	// the attack, and contain kills every group outside the agent's.
+	// again is set when the guard's last kill was less than escalateWindow ago (for cause
+	// "starved": its last starved kill less than starveEscalate ago): it did not end the
+	// attack, and contain kills every group outside the agent's.
 	again bool
 }
 
@@ -80,6 +84,10 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	}
 	restore := func() {}
 	defer func() { restore() }()
+	lifted := g.cause == "starved" // busy tasks do not grow: the Sentry may have a CPU (starve.go)
+	if lifted {
+		restore = r.liftCPUQuota(id)
+	}
 	perr := r.pauseUncancelled(ctx, id)
 	phase(&k.Pause)
 	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
@@ -92,10 +100,10 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		ps = signalled.filter(ps)
 	}
 	groups := victims(ps)
-	total := 0
-	for _, gr := range groups {
-		total += gr.n
+	if g.cause == "starved" {
+		byCPU(groups)
 	}
+	total := processCount(groups)
 	all := g.again || spread(groups)
 	phase(&k.List)
 	ok := err == nil && len(groups) > 0 && total >= g.minProcs
@@ -107,6 +115,7 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		}
 	}
 	var killed []group
+	killFailed := ok && !paused // the kill after the resume
 	for _, gr := range groups {
 		if !ok || !paused {
 			break
@@ -114,7 +123,8 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		kerr := r.signalGroup(ctx, id, gr.pgid, unix.SIGKILL)
 		if kerr != nil && !errors.Is(kerr, errGroupGone) {
 			r.log.Warn("memory guard: kill while paused", "id", id, "pgid", gr.pgid, "err", kerr)
-			break // the kill after the resume
+			killFailed = true // the rest after the resume
+			break
 		}
 		signalled.add(ps, gr.pgid)
 		if kerr == nil {
@@ -137,15 +147,20 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		return false
 	}
 	rounds := 1
-	if len(killed) == 0 {
-		restore = r.liftCPUQuota(id)
-		killed, rounds, err = r.killAfterResume(ctx, id, ps, groups, signalled)
+	if len(killed) == 0 && paused && !killFailed {
+		// Every group was found gone while paused (members exiting, zombies): nothing to
+		// kill after the resume either.
+		rounds = 0
+	} else if len(killed) == 0 || killFailed {
+		if !lifted {
+			restore = r.liftCPUQuota(id)
+		}
+		var more []group
+		more, rounds, err = r.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
+		killed = append(killed, more...)
 	}
 	k.Kill = time.Since(start) - k.Pause - k.List - k.Resume
-	k.Groups, k.Rounds, k.Err, k.Peak = len(killed), rounds, err, peak()
-	for _, gr := range killed {
-		k.Processes += gr.n
-	}
+	k.Groups, k.Rounds, k.Err, k.Peak, k.Processes = len(killed), rounds, err, peak(), processCount(killed)
 	if len(killed) > 0 {
 		k.PGID = killed[0].pgid
 	}
@@ -164,29 +179,70 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 // spread reports whether groups (victims) hold spreadMin processes or more and none holds half
 // of them: contain then kills them all.
 func spread(groups []group) bool {
-	total := 0
+	largest := 0
 	for _, g := range groups {
-		total += g.n
+		largest = max(largest, g.n)
 	}
-	return total >= spreadMin && groups[0].n*2 < total
+	total := processCount(groups)
+	return total >= spreadMin && largest*2 < total
 }
 
-// killAfterResume kills the largest of groups (ps's) in rounds (killGroup) after the resume:
-// for a sandbox that could not be paused or whose control socket is unusable. A group that
-// took no signal had no live process left: its members exited, or are zombies that PID 1 has
-// not reaped yet (runsc ps lists them; seen after the guard killed a decoy group of 260
-// sleeping processes, whose zombies it then chose again while a fork bomb in another group
-// grew). A group still there after killGroupMax does not die: zombies whose parent lives on,
-// which runsc signals without an error. The next group then, up to maxSkippedGroups.
-func (r *Runtime) killAfterResume(ctx context.Context, id string, ps []psEntry, groups []group, signalled signalledSet) (killed []group, rounds int, err error) {
-	for i, gr := range groups {
-		var gone bool
-		rounds, gone, err = r.killGroup(ctx, id, gr.pgid)
-		signalled.add(ps, gr.pgid)
-		if rounds > 0 {
-			killed = append(killed[:0], gr)
+// processCount is the number of processes in groups.
+func processCount(groups []group) int {
+	n := 0
+	for _, g := range groups {
+		n += g.n
+	}
+	return n
+}
+
+// remaining returns the groups of groups that the kill while paused did not signal
+// (signalled holds their listed processes, in ps): the kill after the resume takes them.
+func remaining(groups []group, signalled signalledSet, ps []psEntry) []group {
+	taken := map[int]bool{}
+	for _, p := range ps {
+		if signalled[p.PID] {
+			taken[p.PGID] = true
 		}
-		if (rounds > 0 && gone) || err != nil || i >= maxSkippedGroups {
+	}
+	var out []group
+	for _, g := range groups {
+		if !taken[g.pgid] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// killAfterResume kills the first of groups (ps's), or every one of them when all, in rounds
+// (killGroup) after the resume: for a sandbox that could not be paused or whose control socket
+// is unusable. A group that took no signal had no live process left: its members exited, or are
+// zombies that PID 1 has not reaped yet (runsc ps lists them; seen after the guard killed a
+// decoy group of 260 sleeping processes, whose zombies it then chose again while a fork bomb in
+// another group grew). A group still there after killGroupMax does not die: zombies whose
+// parent lives on, which runsc signals without an error. The next group then, up to
+// maxSkippedGroups. rounds is the signals of the last group that took one.
+func (r *Runtime) killAfterResume(ctx context.Context, id string, ps []psEntry, groups []group, signalled signalledSet, all bool) (killed []group, rounds int, err error) {
+	for i, gr := range groups {
+		n, gone, kerr := r.killGroup(ctx, id, gr.pgid)
+		signalled.add(ps, gr.pgid)
+		if n > 0 {
+			rounds = n
+			if !all {
+				killed = killed[:0]
+			}
+			killed = append(killed, gr)
+		}
+		if kerr != nil {
+			err = kerr
+		}
+		if all {
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if (n > 0 && gone) || kerr != nil || i >= maxSkippedGroups {
 			break
 		}
 	}
@@ -351,7 +407,9 @@ func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds in
 // psEntry is a process of `runsc ps` (gVisor's control.Process).
 type psEntry struct {
 	PID, PPID, PGID int
-	Cmd             string
+	// CPU is the process's CPU time so far (TIME; 0 when runsc printed none it could parse).
+	CPU time.Duration
+	Cmd string
 }
 
 // listProcesses returns id's processes (`runsc ps`), zombies included.
@@ -393,14 +451,19 @@ func parsePS(out []byte) ([]psEntry, error) {
 				return nil, fmt.Errorf("unexpected line %q", l)
 			}
 		}
+		p.CPU, _ = time.ParseDuration(f[7]) // a Go duration: "10ms", "1m2.5s"
 		p.Cmd = strings.Join(f[8:], " ")
 		ps = append(ps, p)
 	}
 	return ps, nil
 }
 
-// group is a process group of a sandbox and how many processes runsc lists in it.
-type group struct{ pgid, n int }
+// group is a process group of a sandbox, how many processes runsc lists in it and their CPU
+// time.
+type group struct {
+	pgid, n int
+	cpu     time.Duration
+}
 
 // victims returns the process groups of ps the guard may kill, the largest first (a tie goes
 // to the lower group ID). Protected are PID 1's group and the agent server's: the first
@@ -420,15 +483,22 @@ func victims(ps []psEntry) []group {
 	if server.PID != 0 {
 		protected[server.PGID] = true
 	}
-	count := map[int]int{}
+	byID := map[int]*group{}
 	for _, p := range ps {
-		if !protected[p.PGID] {
-			count[p.PGID]++
+		if protected[p.PGID] {
+			continue
 		}
+		g := byID[p.PGID]
+		if g == nil {
+			g = &group{pgid: p.PGID}
+			byID[p.PGID] = g
+		}
+		g.n++
+		g.cpu += p.CPU
 	}
-	gs := make([]group, 0, len(count))
-	for g, n := range count {
-		gs = append(gs, group{g, n})
+	gs := make([]group, 0, len(byID))
+	for _, g := range byID {
+		gs = append(gs, *g)
 	}
 	slices.SortFunc(gs, func(a, b group) int {
 		if a.n != b.n {
@@ -446,4 +516,11 @@ func pickGroup(ps []psEntry) (pgid, n int) {
 		return gs[0].pgid, gs[0].n
 	}
 	return 0, 0
+}
+
+// byCPU orders groups (victims) by their CPU time, the most first (a tie keeps victims' order):
+// for an agent starved of CPU, the hungriest group goes first, not a decoy of many sleeping
+// processes.
+func byCPU(groups []group) {
+	slices.SortStableFunc(groups, func(a, b group) int { return cmp.Compare(b.cpu, a.cpu) })
 }

@@ -46,3 +46,6 @@ func (r *Runtime) CountProcesses(ctx context.Context, id string) (int, error) {
 	ps, err := r.listProcesses(ctx, id)
 	return len(ps), err
 }
+
+// SetAgentProbe sets Config.AgentProbe of a runtime made by New; call it before Start.
+func (r *Runtime) SetAgentProbe(f func(ctx context.Context, id string) error) { r.agentProbe = f }

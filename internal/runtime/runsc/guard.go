@@ -184,7 +184,9 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 	p, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)))
 	pressure := p == 1
 	signalled := signalledSet{}
-	var lastKill, quietUntil time.Time
+	starve := newStarveWatch(id, dirs, r.agentProbe)
+	defer starve.stop()
+	var lastKill, lastStarved, quietUntil time.Time
 	// held is the host use a kill left behind while still past the trigger (0: none): the
 	// Sentry gives freed memory back to the host gradually, and a held use is no new growth.
 	var held int64
@@ -220,6 +222,10 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 				quietUntil = now.Add(crowdedQuiet)
 			}
 		}
+		// Polled at every tick, to take a probe's answer.
+		if starved := starve.poll(ctx, now); starved && g.cause == "" {
+			g.cause, g.again = "starved", g.again || now.Sub(lastStarved) < starveEscalate
+		}
 		if g.cause == "" {
 			continue
 		}
@@ -231,6 +237,10 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			continue
 		}
 		lastKill = time.Now()
+		if g.cause == "starved" {
+			lastStarved = lastKill
+		}
+		starve.reset(lastKill)                  // new evidence for the next starved kill
 		quietUntil = lastKill.Add(crowdedQuiet) // the killed processes exit meanwhile
 		r.settle(ctx, usagePath, trigger)
 		if u, err := ocispec.ReadInt(usagePath); err == nil && u > trigger {

@@ -1,6 +1,7 @@
 package runsc_test
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -296,5 +297,124 @@ func TestSignalGroupWhilePaused(t *testing.T) {
 	}
 	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
 		t.Fatalf("after the kill: %+v, %v; want the sandbox running", st, err)
+	}
+}
+
+// TestGuardStarvedAgent: busy processes that starve the sandbox's agent of CPU, with memory and
+// process counts far under the guard's other causes, have their group killed (cause
+// "starved"); a few busy processes do not. The agent's probe is an exec of `true` (hutchd pings
+// its agent): it needs a task of the sandbox to run, as the agent's answer does.
+//   - 2 busy loops in a lite-sized sandbox: the probe answers, no kill in 40 s.
+//   - 64 busy loops: the guard kills their group; the sandbox runs and answers, and its CPU
+//     quota is back.
+func TestGuardStarvedAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		busy  int
+		wait  int // seconds the busy processes' parent waits before it ends by itself
+		kills bool
+	}{
+		{"a few busy processes", 2, 40, false},
+		{"many busy processes", 64, 300, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := ctxT(t)
+			id := newID(t)
+			spec := e.spec(t, id)
+			spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
+			spec.Args = reaperInit
+			kills := make(chan runsc.GuardKill, 8)
+			e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
+			probes := make(chan error, 100)
+			e.rt.SetAgentProbe(func(ctx context.Context, id string) error {
+				_, err := e.rt.Exec(ctx, id, []string{"true"}, nil, nil)
+				select {
+				case probes <- err:
+				default:
+				}
+				return err
+			})
+			if _, err := e.rt.Start(ctx, spec); err != nil {
+				t.Fatal(err)
+			}
+			quotaFile := filepath.Join("/sys/fs/cgroup/cpu/hutchrtsc", id, "cpu.cfs_quota_us")
+			quota, err := os.ReadFile(quotaFile)
+			if err != nil {
+				t.Skipf("no cgroup v1 cpu controller: %v", err)
+			}
+			// The waiting parent's child starts a session, forks the busy processes, which
+			// wait for the pipe's end, and then lets them go at once.
+			script := `
+import os, sys, time
+pid = os.fork()
+if pid:
+    _, status = os.waitpid(pid, 0)
+    sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 1)
+os.setsid()
+r, w = os.pipe()
+for i in range(` + strconv.Itoa(tc.busy) + `):
+    if os.fork() == 0:
+        os.close(w)
+        os.read(r, 1)
+        while True:
+            pass
+os.close(w)
+time.sleep(` + strconv.Itoa(tc.wait) + `)
+sys.exit(0)
+`
+			started := time.Now()
+			code, out := e.exec(t, id, "python3", "-c", script)
+			t.Logf("the busy processes' parent ended after %v with exit %d", time.Since(started).Round(time.Millisecond), code)
+			var answered, timedOut int
+			for len(probes) > 0 {
+				if err := <-probes; err == nil {
+					answered++
+				} else {
+					timedOut++
+				}
+			}
+			t.Logf("agent probes: %d answered, %d failed", answered, timedOut)
+			if !tc.kills {
+				if code != 1 {
+					t.Fatalf("exit %d, %q; want the parent's child to end by itself (1: no signal)", code, out)
+				}
+				select {
+				case k := <-kills:
+					t.Fatalf("the guard killed with %d busy processes: %+v", tc.busy, k)
+				default:
+				}
+				return
+			}
+			if code != 128+9 {
+				t.Fatalf("exit %d, %q; want the busy group SIGKILLed", code, out)
+			}
+			var k runsc.GuardKill
+			select {
+			case k = <-kills:
+			case <-time.After(30 * time.Second):
+				t.Fatal("no guard kill reported (Config.OnGuardKill)")
+			}
+			t.Logf("guard (%s): %d groups, %d processes, %d rounds; pause %v, list %v, resume %v, kill %v",
+				k.Cause, k.Groups, k.Processes, k.Rounds, k.Pause, k.List, k.Resume, k.Kill)
+			if k.ID != id || k.Cause != "starved" || k.Groups < 1 || k.Processes < tc.busy || timedOut < 2 {
+				t.Errorf("guard kill reported as %+v after %d failed probes; want cause starved, the %d busy processes, 2 probes or more out of time", k, timedOut, tc.busy)
+			}
+			if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusRunning {
+				t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
+			}
+			if code, out := e.exec(t, id, "echo", "alive"); code != 0 || out != "alive\n" {
+				t.Fatalf("exec after the kill: exit %d, %q", code, out)
+			}
+			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+				now, _ := os.ReadFile(quotaFile)
+				if string(now) == string(quota) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("CPU quota %q after the guard, want %q", now, quota)
+				}
+			}
+		})
 	}
 }

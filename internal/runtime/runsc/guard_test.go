@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestPickGroup(t *testing.T) {
@@ -114,7 +115,7 @@ func TestParsePS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []psEntry{{PID: 1, PPID: 0, PGID: 1, Cmd: "hutch-init"}, {PID: 22, PPID: 7, PGID: 20, Cmd: "python3"}}
+	want := []psEntry{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 22, PPID: 7, PGID: 20, CPU: 1200 * time.Millisecond, Cmd: "python3"}}
 	if len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] {
 		t.Fatalf("parsePS = %+v; want %+v", ps, want)
 	}
@@ -123,10 +124,13 @@ func TestParsePS(t *testing.T) {
 	named := "UID PID PPID PGID C TTY STIME TIME CMD\n" +
 		"0 1 0 1 0 ? 09:44 10ms hutch-init\n" +
 		"0 40 1 40 0 ? 09:44 10ms x\n1 2 3 4 5 6 7\n" +
-		"0 41 1 41 9 ? 09:44 3s python3\n"
+		"0 41 1 41 9 ? 09:44 3s python3\n" +
+		"0 42 1 41 0 ? 09:44 ? python3\n"
 	ps, err = parsePS([]byte(named))
-	want = []psEntry{{PID: 1, PPID: 0, PGID: 1, Cmd: "hutch-init"}, {PID: 40, PPID: 1, PGID: 40, Cmd: "x"}, {PID: 41, PPID: 1, PGID: 41, Cmd: "python3"}}
-	if err != nil || len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] || ps[2] != want[2] {
+	want = []psEntry{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 40, PPID: 1, PGID: 40, CPU: 10 * time.Millisecond, Cmd: "x"}, {PID: 41, PPID: 1, PGID: 41, CPU: 3 * time.Second, Cmd: "python3"}}
+	// A TIME that is no duration counts as none.
+	want = append(want, psEntry{PID: 42, PPID: 1, PGID: 41, Cmd: "python3"})
+	if err != nil || len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] || ps[2] != want[2] || ps[3] != want[3] {
 		t.Fatalf("parsePS(a name with a newline) = %+v, %v; want %+v", ps, err, want)
 	}
 	for _, bad := range []string{"", "PID CMD\n", "UID PID PPID PGID C TTY STIME TIME CMD\n0 x 0 1 0 ? 09:44 1ms sh\n"} {
@@ -162,7 +166,7 @@ func TestSpread(t *testing.T) {
 	many := func(groups, each int) []group {
 		var gs []group
 		for i := range groups {
-			gs = append(gs, group{100 + i, each})
+			gs = append(gs, group{pgid: 100 + i, n: each})
 		}
 		return gs
 	}
@@ -172,11 +176,13 @@ func TestSpread(t *testing.T) {
 		want   bool
 	}{
 		{"none", nil, false},
-		{"one fork bomb", []group{{30, 250}, {40, 3}}, false},
-		{"a bomb with half the processes", []group{{30, 40}, {40, 20}, {50, 20}}, false},
+		{"one fork bomb", []group{{pgid: 30, n: 250}, {pgid: 40, n: 3}}, false},
+		{"a bomb with half the processes", []group{{pgid: 30, n: 40}, {pgid: 40, n: 20}, {pgid: 50, n: 20}}, false},
 		{"a bomb of sessions", many(200, 1), true},
 		{"a few groups of few", many(10, 2), false},
-		{"a decoy and a bomb of sessions", append([]group{{30, 100}}, many(150, 1)...), true},
+		{"a decoy and a bomb of sessions", append([]group{{pgid: 30, n: 100}}, many(150, 1)...), true},
+		// byCPU's order: the largest group need not come first.
+		{"the largest group last", append(many(10, 1), group{pgid: 30, n: 70}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := len(tc.groups) > 0 && spread(tc.groups); got != tc.want {

@@ -85,6 +85,11 @@ type Config struct {
 	// OnGuardKill, if set, is called after each kill of a memory guard (guard.go), from the
 	// guard's goroutine; it must not block for long. hutchd records it in its audit log.
 	OnGuardKill func(GuardKill)
+	// AgentProbe, if set, asks container id's agent whether it answers (hutchd: a ping of the
+	// agent, sandbox.Manager.PingAgent) and returns an error if it does not before ctx ends. The
+	// guard calls it while the sandbox uses its whole CPU quota, and kills when the agent does
+	// not answer in time (starve.go). Without it the guard has no starved cause.
+	AgentProbe func(ctx context.Context, id string) error
 }
 
 // Runtime drives runsc. It is safe for concurrent use on different container IDs.
@@ -104,6 +109,7 @@ type Runtime struct {
 	// pauseMu serialises Pause, Resume and the memory guard's pause-list-resume (contain).
 	pauseMu     sync.Mutex
 	onGuardKill func(GuardKill)
+	agentProbe  func(context.Context, string) error
 }
 
 var (
@@ -176,7 +182,7 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	return &Runtime{
 		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
 		flags: flags, checkpointSupport: ProbeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
-		onGuardKill: cfg.OnGuardKill,
+		onGuardKill: cfg.OnGuardKill, agentProbe: cfg.AgentProbe,
 	}, nil
 }
 
