@@ -77,6 +77,37 @@ while True:
 		},
 	},
 	{
+		// Busy processes, far under the memory and process causes, starve the agent on gVisor
+		// (the Sentry shares the quota evenly among its tasks; 200 of them kept a breaker's
+		// agent from answering for 14 minutes): the guard's starved cause kills their group
+		// (runsc/starve.go). On runc the agent answers throughout and ends the command at its
+		// timeout.
+		// They start spinning together, after 45 s (a fifo opened read-write never has data):
+		// forked one by one, each slows the next fork, and the agent starves later.
+		name:          "many busy processes",
+		cmd:           `rm -f /tmp/busy; mkfifo /tmp/busy; bash -c 'for i in $(seq 200); do (exec 9<>/tmp/busy; read -t 45 -u 9; while :; do :; done) & done; wait' busyloop`,
+		timeout:       time.Minute,
+		gvisorTimeout: 150 * time.Second,
+		before: func(t *testing.T, a *client.Sandbox) {
+			auditBefore = len(auditLog(t, d.StateDir))
+		},
+		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+			guardKilled := err == nil && res.ExitCode == 137 && res.Reason == "oom-killed"
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !guardKilled {
+				t.Errorf("busy processes: %+v, %v; want COMMAND_TIMEOUT or exit 137 from the guard", res, err)
+			}
+			t.Logf("busy processes ended: %+v, %v", res, err)
+			assertNoProcessEventually(t, a, "busyloop")
+			if guardKilled {
+				rec := findAudit(auditLog(t, d.StateDir), auditBefore, "sandbox.memory_guard_kill", a.ID(), "hutchd")
+				if rec == nil || rec["cause"] != "starved" {
+					t.Errorf("busy processes: guard kill record %v; want one of cause starved", rec)
+				}
+				t.Logf("guard kill: %v", rec)
+			}
+		},
+	},
+	{
 		name:    "allocate past the memory limit",
 		cmd:     `python3 -c 'b = bytearray(600 * 2**20); print(len(b))'`,
 		timeout: 2 * time.Minute,
@@ -196,8 +227,12 @@ except OSError as e:
 	},
 }
 
-// hostFreeBefore is the host's free space before the disk fill attack.
-var hostFreeBefore int64
+// hostFreeBefore is the host's free space before the disk fill attack; auditBefore the number
+// of audit records before the busy processes.
+var (
+	hostFreeBefore int64
+	auditBefore    int
+)
 
 // TestContainment runs each resource attack in one sandbox and asserts that it is contained
 // and that, while it runs, hutchd, the attacked sandbox's agent and a second sandbox answer.

@@ -84,7 +84,9 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	}
 	restore := func() {}
 	defer func() { restore() }()
-	lifted := g.cause == "starved" // busy tasks do not grow: the Sentry may have a CPU (starve.go)
+	// Busy tasks and a bomb at its pids limit do not grow: the Sentry may have a CPU for the
+	// pause (starve.go; under 128 busy loops a pause at the quota ran past pauseMax).
+	lifted := g.cause != "memory"
 	if lifted {
 		restore = r.liftCPUQuota(id)
 	}
