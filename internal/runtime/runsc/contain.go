@@ -44,14 +44,19 @@ const spreadMin = 64
 // contain kills the process group of id that the guard chooses (g says why), and reports
 // whether it killed one.
 //
-//  1. It pauses the sandbox (`runsc pause`) under its CPU quota. A pause stops every task
-//     between system calls, so the list taken next is complete and no fork is in progress.
-//     The Sentry serves the pause under the quota, so under a fork bomb it takes seconds
-//     (0.7 to 7.6 s measured on a loaded host), while the bomb grows at its throttled pace
-//     (up to 155 MiB). Lifting the quota during the pause makes it worse: the bomb then
-//     outgrows it (136 MiB in 0.36 s; a sandbox lost when the quota was lifted after 5 s).
+//  1. It pauses the sandbox (`runsc pause`). A pause stops every task between system calls,
+//     so the list taken next is complete and no fork is in progress. For cause "memory" it
+//     runs under the CPU quota: the Sentry serves the pause under the quota, so under a fork
+//     bomb it takes seconds (0.7 to 7.6 s measured on a loaded host), while the bomb grows at
+//     its throttled pace (up to 155 MiB). Lifting the quota during the pause makes that worse:
+//     the bomb then outgrows it (136 MiB in 0.36 s; a sandbox lost when the quota was lifted
+//     after 5 s). For causes "processes" and "starved" the quota is raised to one CPU first
+//     (liftCPUQuota): busy loops and a bomb at its process limit do not grow, and the Sentry
+//     shares the quota with them (a pause under 128 busy loops ran past pauseMax; 0.3 to 0.9 s
+//     with the quota raised).
 //  2. It lists the processes (`runsc ps`) and chooses: the largest group outside the agent's
-//     (victims; the processes of signalled are left out), or every such group when g.again,
+//     (victims; the processes of signalled are left out; for cause "starved" the one with the
+//     most CPU time, byCPU), or every such group when g.again,
 //     or when there are spreadMin processes or more and no group holds half of them (a bomb
 //     whose every child starts a session). It writes GuardKillFile.
 //  3. It SIGKILLs the chosen groups while the sandbox is paused, through the Sentry's control
@@ -62,7 +67,8 @@ const spreadMin = 64
 //
 // When the sandbox could not be paused or the control socket is unusable, it kills after the
 // resume, as it did before the control socket: with the CPU quota raised to one CPU (the
-// Sentry serves runsc under it), in rounds (killGroup), the next group when one does not die.
+// Sentry serves runsc under it), in rounds (killGroup), the next group when one does not die;
+// in "every group" mode, every group the kill while paused did not reach (remaining).
 //
 // Measured with a python fork bomb in a lite sandbox on a host with both CPUs busy, 10 runs
 // (TestMemoryGuardStopsForkBomb): peaks of 599 to 731 MiB on the host for a trigger of 576 MiB
