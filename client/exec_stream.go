@@ -27,7 +27,8 @@ const (
 //   - "start": Pid, Command, SessionID.
 //   - "stdout", "stderr": Data, the exact bytes of one chunk of output (at most 64 KiB), in the
 //     order the program wrote them.
-//   - "complete": ExitCode (shell convention, 128+N for signal N) and Duration.
+//   - "complete": ExitCode (shell convention, 128+N for signal N), Duration and Reason (as
+//     ExecResult.Reason).
 //   - "error": Code and Message (Code COMMAND_TIMEOUT when ExecOptions.Timeout expired).
 //
 // Timestamp is set on every event.
@@ -39,6 +40,7 @@ type ExecEvent struct {
 	SessionID string
 	ExitCode  int
 	Duration  time.Duration
+	Reason    string
 	Code      errdefs.Code
 	Message   string
 	Timestamp time.Time
@@ -53,6 +55,7 @@ type execEventWire struct {
 	SessionID string         `json:"sessionId"`
 	ExitCode  *int           `json:"exitCode"`
 	Duration  int64          `json:"duration"`
+	Reason    string         `json:"reason"`
 	Code      errdefs.Code   `json:"code"`
 	Error     string         `json:"error"`
 	Context   map[string]any `json:"context"`
@@ -123,6 +126,7 @@ func (s *scope) ExecStream(ctx context.Context, command string, opts *ExecOption
 				}
 				ev.ExitCode = *w.ExitCode
 				ev.Duration = time.Duration(w.Duration) * time.Millisecond
+				ev.Reason = w.Reason
 				yield(ev, nil)
 				return
 			case ExecEventError:
@@ -147,6 +151,17 @@ func (s *scope) ExecStream(ctx context.Context, command string, opts *ExecOption
 // COMMAND_TIMEOUT), a stream cut before its end (STREAM_INCOMPLETE), a failed call, or a
 // failed write to stdout or stderr (which also stops the command).
 func (s *scope) ExecStreamTo(ctx context.Context, command string, opts *ExecOptions, stdout, stderr io.Writer) (exitCode int, err error) {
+	ev, err := s.ExecStreamComplete(ctx, command, opts, stdout, stderr)
+	if err != nil {
+		return -1, err
+	}
+	return ev.ExitCode, nil
+}
+
+// ExecStreamComplete is ExecStreamTo returning the whole "complete" event: ExitCode, Duration
+// and Reason ("oom-killed" when the command died of SIGKILL while the sandbox was out of
+// memory, as ExecResult.Reason).
+func (s *scope) ExecStreamComplete(ctx context.Context, command string, opts *ExecOptions, stdout, stderr io.Writer) (ExecEvent, error) {
 	if stdout == nil {
 		stdout = io.Discard
 	}
@@ -155,22 +170,22 @@ func (s *scope) ExecStreamTo(ctx context.Context, command string, opts *ExecOpti
 	}
 	for ev, err := range s.ExecStream(ctx, command, opts) {
 		if err != nil {
-			return -1, err
+			return ExecEvent{}, err
 		}
 		switch ev.Type {
 		case ExecEventStdout:
 			if _, err := stdout.Write(ev.Data); err != nil {
-				return -1, fmt.Errorf("exec in %s: write stdout: %w", s.where(), err)
+				return ExecEvent{}, fmt.Errorf("exec in %s: write stdout: %w", s.where(), err)
 			}
 		case ExecEventStderr:
 			if _, err := stderr.Write(ev.Data); err != nil {
-				return -1, fmt.Errorf("exec in %s: write stderr: %w", s.where(), err)
+				return ExecEvent{}, fmt.Errorf("exec in %s: write stderr: %w", s.where(), err)
 			}
 		case ExecEventComplete:
-			return ev.ExitCode, nil
+			return ev, nil
 		}
 	}
-	return -1, fmt.Errorf("exec in %s: %w", s.where(), streamIncomplete(ctx, nil))
+	return ExecEvent{}, fmt.Errorf("exec in %s: %w", s.where(), streamIncomplete(ctx, nil))
 }
 
 // decodeData returns the bytes of an event's data field.

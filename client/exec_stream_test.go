@@ -51,7 +51,7 @@ func TestExecStreamComplete(t *testing.T) {
 		{"type": "stderr", "data": "warn\n"},
 		{"type": "stdout", "data": base64.StdEncoding.EncodeToString(bin), "encoding": "base64"},
 		{"type": "future-kind", "data": "ignored"},
-		{"type": "complete", "exitCode": 7, "duration": 12},
+		{"type": "complete", "exitCode": 7, "duration": 12, "reason": "oom-killed"},
 		{"type": "stdout", "data": "after the end"},
 	}
 	c := newTestClient(t, streamHandler(t, events, nil))
@@ -77,7 +77,7 @@ func TestExecStreamComplete(t *testing.T) {
 	if !bytes.Equal(got[3].Data, bin) {
 		t.Errorf("base64 chunk = %q; want %q", got[3].Data, bin)
 	}
-	if got[4].Type != ExecEventComplete || got[4].ExitCode != 7 || got[4].Duration != 12*time.Millisecond {
+	if got[4].Type != ExecEventComplete || got[4].ExitCode != 7 || got[4].Duration != 12*time.Millisecond || got[4].Reason != "oom-killed" {
 		t.Errorf("complete event = %+v", got[4])
 	}
 
@@ -88,6 +88,10 @@ func TestExecStreamComplete(t *testing.T) {
 	}
 	if want := "héllo " + string(bin); stdout.String() != want || stderr.String() != "warn\n" {
 		t.Errorf("ExecStreamTo stdout %q stderr %q", stdout.String(), stderr.String())
+	}
+	ev, err := c.SandboxHandle("box").ExecStreamComplete(t.Context(), "cmd", nil, nil, nil)
+	if err != nil || ev.ExitCode != 7 || ev.Reason != "oom-killed" {
+		t.Errorf("ExecStreamComplete = %+v, %v; want exit 7, reason oom-killed", ev, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/sse"
 )
 
@@ -77,7 +78,7 @@ func (o *streamOutput) flush() error {
 }
 
 // handleExecuteStream: POST /api/execute/stream → SSE start, stdout/stderr…, then complete
-// {exitCode, duration} or error {code, error}. A client disconnect kills the command's tree.
+// {exitCode, duration, reason?} or error {code, error}; reason as handleExecute's (package oom). A client disconnect kills the command's tree.
 func (s *Server) handleExecuteStream(w http.ResponseWriter, r *http.Request) error {
 	var body execRequest
 	if err := decode(w, r, &body); err != nil {
@@ -89,6 +90,7 @@ func (s *Server) handleExecuteStream(w http.ResponseWriter, r *http.Request) err
 	}
 	sid := sessionOrDefault(body.SessionID)
 	out := &streamOutput{w: w, command: body.Command, sessionID: sid}
+	oomWatch := oom.Default.Start()
 	res, err := s.sessions.Exec(r.Context(), sid, req, out)
 	if out.sse == nil {
 		return err // never started: a plain error reply
@@ -107,7 +109,8 @@ func (s *Server) handleExecuteStream(w http.ResponseWriter, r *http.Request) err
 		Type      string    `json:"type"`
 		ExitCode  int       `json:"exitCode"`
 		Duration  int64     `json:"duration"`
+		Reason    string    `json:"reason,omitempty"`
 		Timestamp time.Time `json:"timestamp"`
-	}{"complete", res.ExitCode, res.Duration.Milliseconds(), now()})
+	}{"complete", res.ExitCode, res.Duration.Milliseconds(), oomWatch.Reason(res.ExitCode), now()})
 	return nil
 }

@@ -82,6 +82,8 @@ func (f *fakeHutchd) handler() http.Handler {
 			_ = sw.Send(map[string]any{"type": "complete", "exitCode": code, "duration": 5})
 		case cmd == "sleep 10":
 			_ = sw.Send(map[string]any{"type": "error", "code": "COMMAND_TIMEOUT", "error": "command timed out after 100ms"})
+		case cmd == "oom":
+			_ = sw.Send(map[string]any{"type": "complete", "exitCode": 137, "duration": 5, "reason": "oom-killed"})
 		case cmd == "cut":
 			_ = sw.Send(map[string]any{"type": "stdout", "data": "partial"})
 			// The stream ends without complete or error.
@@ -201,6 +203,12 @@ func TestExecCommand(t *testing.T) {
 	if got["command"] != `'printf' '%s' 'a b'` || got["sessionId"] != "s1" || got["cwd"] != "/tmp" ||
 		got["timeoutMs"] != float64(1500) || got["stdin"] != "input data" || env["A"] != "1" || env["B"] != "x=y" {
 		t.Errorf("exec request = %v", got)
+	}
+
+	// The reason of a kill goes to stderr; the exit code is the command's.
+	r = run(t, url, "", "exec", "box", "--", "oom")
+	if r.code != 137 || r.stderr != "hutch: the command was killed (exit 137): oom-killed\n" {
+		t.Errorf("hutch exec of an OOM-killed command = %+v; want code 137 and the reason on stderr", r)
 	}
 
 	// Flags after NAME but before "--" are parsed; "--" protects the command's own flags.

@@ -36,6 +36,9 @@ A single CMD argument is passed to bash verbatim, so shell syntax works:
 Several arguments are quoted one by one and run as a plain command:
   hutch exec box -- printf '%s\n' 'a b' c
 
+When the sandbox knows why a killed command died (out of memory), hutch says so on stderr:
+  hutch: the command was killed (exit 137): oom-killed
+
 Exit codes: the command's own; 124 when --timeout expired (the command's whole process tree
 is killed); 125 when hutch failed (hutchd unreachable, the sandbox could not start, the stream
 was cut before the command finished); 130 when interrupted.`,
@@ -83,11 +86,14 @@ func (a *app) runExec(ctx context.Context, name string, argv []string, f execFla
 	if err != nil {
 		return execFailure(ctx, err)
 	}
-	code, err := sb.ExecStreamTo(ctx, JoinCommand(argv), opts, a.stdout, a.stderr)
+	ev, err := sb.ExecStreamComplete(ctx, JoinCommand(argv), opts, a.stdout, a.stderr)
 	if err != nil {
 		return execFailure(ctx, err)
 	}
-	return &exitError{code: code}
+	if ev.Reason != "" {
+		fmt.Fprintf(a.stderr, "hutch: the command was killed (exit %d): %s\n", ev.ExitCode, ev.Reason)
+	}
+	return &exitError{code: ev.ExitCode}
 }
 
 // execFailure picks hutch exec's exit code for err.

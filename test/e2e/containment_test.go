@@ -133,6 +133,11 @@ while True:
 			if got.ExitCode == nil || *got.ExitCode != 137 || got.Reason != "oom-killed" {
 				t.Errorf("background process: %+v; want exit 137 reason oom-killed", got)
 			}
+			// A streamed exec says it too (hutch exec prints it).
+			ev, err := a.ExecStreamComplete(ctxT(t, 2*time.Minute), `python3 -c 'b = bytearray(600 * 2**20)'`, nil, nil, nil)
+			if err != nil || ev.ExitCode != 137 || ev.Reason != "oom-killed" {
+				t.Errorf("streamed exec: %+v, %v; want exit 137 reason oom-killed", ev, err)
+			}
 			res, err = a.Exec(ctxT(t, time.Minute), "kill -9 $$", nil)
 			if err != nil || res.ExitCode != 137 || res.Reason != "" {
 				t.Errorf("plain SIGKILL: %+v, %v; want exit 137 without a reason", res, err)
