@@ -314,7 +314,7 @@ func TestGuardStarvedAgent(t *testing.T) {
 		wait  int // seconds the busy processes' parent waits before it ends by itself
 		kills bool
 	}{
-		{"a few busy processes", 2, 40, false},
+		{"a few busy processes", 2, 30, false},
 		{"many busy processes", 64, 300, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
