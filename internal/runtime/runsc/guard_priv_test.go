@@ -134,12 +134,7 @@ while True:
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := ctxT(t)
-			id := newID(t)
-			spec := e.spec(t, id)
-			spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
-			spec.Args = reaperInit
-			kills := make(chan runsc.GuardKill, 8)
-			e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
+			id, spec, kills := e.liteSpec(t)
 			if _, err := e.rt.Start(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
@@ -204,20 +199,39 @@ os.setsid()
 					}
 				}
 				// The guard puts the quota back once its kill ended.
-				for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-					now, _ := os.ReadFile(quotaFile)
-					if string(now) == string(quota) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("bomb %d: CPU quota %q after the guard, want %q", i, now, quota)
-					}
-				}
+				waitQuota(t, quotaFile, quota)
 				t.Logf("bomb %d: host memory peak %d MiB of %d MiB", i, readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes"))>>20, hostLimit>>20)
 				// The next bomb is a new attack, not the same one outliving the kill.
 				time.Sleep(runsc.EscalateWindow)
 			}
 		})
+	}
+}
+
+// liteSpec returns a new container ID and its spec of a lite instance's size (62 millicpu,
+// 256 MiB, 512 pids) with reaperInit as PID 1, and the channel of its guard's kills.
+func (e *env) liteSpec(t *testing.T) (string, runtime.Spec, chan runsc.GuardKill) {
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
+	spec.Args = reaperInit
+	kills := make(chan runsc.GuardKill, 8)
+	e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
+	return id, spec, kills
+}
+
+// waitQuota waits up to 30 s for quotaFile to hold quota again (the guard puts back the CPU
+// quota it raised once its kill ended).
+func waitQuota(t *testing.T, quotaFile string, quota []byte) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		now, _ := os.ReadFile(quotaFile)
+		if string(now) == string(quota) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU quota %q after the guard, want %q", now, quota)
+		}
 	}
 }
 
@@ -320,12 +334,7 @@ func TestGuardStarvedAgent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := ctxT(t)
-			id := newID(t)
-			spec := e.spec(t, id)
-			spec.Resources = runtime.Resources{MilliCPU: 62, MemoryBytes: 256 << 20, Pids: 512}
-			spec.Args = reaperInit
-			kills := make(chan runsc.GuardKill, 8)
-			e.rt.SetOnGuardKill(func(k runsc.GuardKill) { kills <- k })
+			id, spec, kills := e.liteSpec(t)
 			probes := make(chan error, 100)
 			e.rt.SetAgentProbe(func(ctx context.Context, id string) error {
 				_, err := e.rt.Exec(ctx, id, []string{"true"}, nil, nil)
@@ -406,15 +415,7 @@ sys.exit(0)
 			if code, out := e.exec(t, id, "echo", "alive"); code != 0 || out != "alive\n" {
 				t.Fatalf("exec after the kill: exit %d, %q", code, out)
 			}
-			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-				now, _ := os.ReadFile(quotaFile)
-				if string(now) == string(quota) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("CPU quota %q after the guard, want %q", now, quota)
-				}
-			}
+			waitQuota(t, quotaFile, quota)
 		})
 	}
 }
