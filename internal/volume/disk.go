@@ -56,8 +56,14 @@ var diskMkfsArgs = []string{
 	"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard",
 }
 
-// diskMountData are the mount options of a disk: see Disk for noinit_itable.
-const diskMountData = "noinit_itable"
+// diskMountData and diskMountFlags are the mount options of a disk: see Disk for
+// noinit_itable. nosuid and nodev: the files on it are the sandbox's, and no host process is to
+// gain privileges from a set-user-ID file or reach a device through a node the sandbox made
+// (the sandbox's own mounts decide what runs inside: overlayfs checks its own mount's flags).
+const (
+	diskMountData  = "noinit_itable"
+	diskMountFlags = unix.MS_NOSUID | unix.MS_NODEV
+)
 
 // Create makes the image: a sparse file of size bytes (rounded up to a whole MiB) with an ext4
 // file system, built as <Image>.tmp and renamed into place, so a crash leaves no image or a
@@ -173,7 +179,7 @@ func (d Disk) Mount(ctx context.Context, log *slog.Logger) (bool, error) {
 	}
 	for _, l := range loops {
 		dev := "/dev/" + l.name
-		err := unix.Mount(dev, d.Mountpoint, "ext4", 0, diskMountData)
+		err := unix.Mount(dev, d.Mountpoint, "ext4", diskMountFlags, diskMountData)
 		if err == nil {
 			log.Info("disk mounted on its attached loop device", "image", d.Image, "device", dev)
 			return true, nil
@@ -190,7 +196,7 @@ func (d Disk) Mount(ctx context.Context, log *slog.Logger) (bool, error) {
 	}
 	// The open descriptor keeps the autoclear device until the mount holds it.
 	defer hold.Close()
-	if err := unix.Mount(dev, d.Mountpoint, "ext4", 0, diskMountData); err != nil {
+	if err := unix.Mount(dev, d.Mountpoint, "ext4", diskMountFlags, diskMountData); err != nil {
 		return false, mountError(err, dev, d.Image, d.Mountpoint)
 	}
 	return true, nil

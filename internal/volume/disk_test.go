@@ -89,6 +89,14 @@ func TestDiskLifecycle(t *testing.T) {
 	if n := mountCount(t, d.Mountpoint); n != 1 {
 		t.Fatalf("%d mounts at %s, want 1", n, d.Mountpoint)
 	}
+	// A set-user-ID file or a device node the sandbox leaves on its disk gives the host nothing.
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.Mountpoint, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Flags&unix.ST_NOSUID == 0 || st.Flags&unix.ST_NODEV == 0 {
+		t.Errorf("disk mount flags %#x: want nosuid and nodev", st.Flags)
+	}
 	if err := os.WriteFile(filepath.Join(d.Mountpoint, "keep"), []byte("kept"), 0o644); err != nil {
 		t.Fatal(err)
 	}
