@@ -81,8 +81,10 @@ type ExecResult struct {
 	// Truncated reports that Stdout or Stderr passed the 16 MiB cap of the buffered form and
 	// was cut there (the command still ran to its end). Use ExecStream for large output.
 	Truncated bool
-	// Reason says why a command killed by a signal died, when the sandbox knows: "oom-killed"
-	// (the memory limit's OOM killer ended it; ExitCode is 137).
+	// Reason says why a command killed by a signal died (ExitCode 137), when the sandbox knows:
+	// "oom-killed" (the memory limit's OOM killer ended it), or on gVisor "process-limit" or
+	// "cpu-starved" (hutchd's guard killed it: a sandbox near its process limit, or busy
+	// processes that starved the agent).
 	Reason string
 }
 

@@ -55,7 +55,8 @@ type ProcessInfo struct {
 	Cwd       string `json:"cwd"`
 	// Error explains status "error" (e.g. "agent restarted while the process ran").
 	Error string `json:"error,omitempty"`
-	// Reason says why a killed process died, when the sandbox knows: "oom-killed".
+	// Reason says why a killed process died, when the sandbox knows: "oom-killed", or on gVisor
+	// "process-limit" or "cpu-starved" (as ExecResult.Reason).
 	Reason string `json:"reason,omitempty"`
 }
 

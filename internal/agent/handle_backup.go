@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -154,12 +155,21 @@ func checkDir(dir string) error {
 // gitIgnored lists what git ignores below dir (paths relative to dir; directories end with
 // "/"). When git is missing, dir is not in a work tree or git fails otherwise, it returns no
 // paths and a warning.
+//
+// git runs the repository's configured programs (a core.fsmonitor hook runs on ls-files), so
+// it runs as the sandbox's code does: in a session of its own (never in the agent's process
+// group, which gVisor's guard does not kill: a breaker's fsmonitor hook started 200 busy loops
+// there and silenced the agent for good), with fsmonitor off, and its whole group killed at
+// the timeout.
 func gitIgnored(ctx context.Context, dir string) ([]string, string) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-C", dir,
+	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", dir,
 		"ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GIT_TERMINAL_PROMPT=0", "HOME=/root"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -43,16 +44,16 @@ while True:
 '`,
 		timeout: 15 * time.Second,
 		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
-			// The bomb runs until its timeout, unless its memory gets its process group killed
-			// first (gVisor's memory guard, runsc/guard.go): then it ends OOM-killed.
-			oomKilled := err == nil && res.ExitCode == 137 && res.Reason == "oom-killed"
-			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !oomKilled {
-				t.Errorf("fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 oom-killed", res, err)
+			// The bomb runs until its timeout, unless gVisor's memory guard (runsc/guard.go)
+			// kills its process group first, for its memory, its processes or the starved agent.
+			killed := guardKilled(res, err)
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !killed {
+				t.Errorf("fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 with the guard's reason", res, err)
 			}
 			assertNoProcessEventually(t, a, "python3")
 			// On gVisor, the guard's kill is in the audit log (written after its last round,
 			// which assertNoProcessEventually waited for).
-			if info, ierr := a.Info(ctxT(t, time.Minute)); ierr == nil && info.Runtime == "gvisor" && oomKilled {
+			if info, ierr := a.Info(ctxT(t, time.Minute)); ierr == nil && info.Runtime == "gvisor" && killed {
 				if findAudit(auditLog(t, d.StateDir), 0, "sandbox.memory_guard_kill", a.ID(), "hutchd") == nil {
 					t.Errorf("fork bomb: no sandbox.memory_guard_kill record of %s in audit.log", a.ID())
 				}
@@ -69,9 +70,8 @@ while True:
 		cmd:     `bash -c ':(){ :|:& };:; sleep 600' shellbomb`,
 		timeout: 15 * time.Second,
 		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
-			oomKilled := err == nil && res.ExitCode == 137 && res.Reason == "oom-killed"
-			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !oomKilled {
-				t.Errorf("shell fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 oom-killed", res, err)
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !guardKilled(res, err) {
+				t.Errorf("shell fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 with the guard's reason", res, err)
 			}
 			assertNoProcessEventually(t, a, "shellbomb")
 		},
@@ -92,13 +92,13 @@ while True:
 			auditBefore = len(auditLog(t, d.StateDir))
 		},
 		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
-			guardKilled := err == nil && res.ExitCode == 137 && res.Reason == "oom-killed"
-			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !guardKilled {
-				t.Errorf("busy processes: %+v, %v; want COMMAND_TIMEOUT or exit 137 from the guard", res, err)
+			starved := err == nil && res.ExitCode == 137 && res.Reason == "cpu-starved"
+			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !starved {
+				t.Errorf("busy processes: %+v, %v; want COMMAND_TIMEOUT or exit 137 cpu-starved", res, err)
 			}
 			t.Logf("busy processes ended: %+v, %v", res, err)
 			assertNoProcessEventually(t, a, "busyloop")
-			if guardKilled {
+			if starved {
 				rec := findAudit(auditLog(t, d.StateDir), auditBefore, "sandbox.memory_guard_kill", a.ID(), "hutchd")
 				if rec == nil || rec["cause"] != "starved" {
 					t.Errorf("busy processes: guard kill record %v; want one of cause starved", rec)
@@ -232,6 +232,27 @@ except OSError as e:
 	},
 }
 
+// guardKilled reports whether an exec ended by SIGKILL with a reason of gVisor's memory guard
+// (runsc/guard.go): oom-killed (memory), process-limit or cpu-starved.
+func guardKilled(res *client.ExecResult, err error) bool {
+	return err == nil && res.ExitCode == 137 && (res.Reason == "oom-killed" || res.Reason == "process-limit" || res.Reason == "cpu-starved")
+}
+
+// guardLines returns the last n lines of hutchd's log at path that mention its memory guard.
+func guardLines(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "memory guard") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // hostFreeBefore is the host's free space before the disk fill attack; auditBefore the number
 // of audit records before the busy processes.
 var (
@@ -257,6 +278,11 @@ func TestContainment(t *testing.T) {
 						a = sandbox(t, "e2e-contain-c-"+rt, withRuntime(&client.SandboxOptions{InstanceType: at.instanceType}, rt))
 						mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")
 					}
+					defer func() {
+						if t.Failed() {
+							t.Logf("hutchd's memory guard lines:\n%s", guardLines(d.LogPath, 60))
+						}
+					}()
 					if at.before != nil {
 						at.before(t, a)
 					}

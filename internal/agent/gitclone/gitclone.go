@@ -149,7 +149,10 @@ func Clone(ctx context.Context, opts Options) (Result, error) {
 	cmd.Dir = opts.Dir
 	cmd.Env = append(append([]string{}, opts.Env...), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
 	cmd.Stderr = &stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A session of its own, not only a group: git runs hooks (core.hooksPath may be set
+	// globally by the sandbox's root), and a process of the agent's session could join the
+	// agent's process group, which gVisor's guard does not kill.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 	err := cmd.Run()
@@ -175,7 +178,9 @@ func Clone(ctx context.Context, opts Options) (Result, error) {
 	}
 	branch := opts.Branch
 	if branch == "" {
-		out, err := exec.CommandContext(ctx, "git", "-C", opts.TargetDir, "branch", "--show-current").Output()
+		cmd := exec.CommandContext(ctx, "git", "-c", "core.fsmonitor=false", "-C", opts.TargetDir, "branch", "--show-current")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+		out, err := cmd.Output()
 		if err == nil {
 			branch = strings.TrimSpace(string(out))
 		}

@@ -168,18 +168,26 @@ func TestCgroupUsage(t *testing.T) {
 
 // TestGuardCounter: a kill of the memory guard (a later time in GuardKillFile) counts like the
 // kernel's, alone or with the kernel's counter, also when the file was recreated at 0 (a memory
-// wake) between the start and the kill.
+// wake) between the start and the kill. Its reason follows its cause (GuardCauseFile), unless
+// the kernel's counter rose too; no cause file (an older hutchd) is a memory kill.
 func TestGuardCounter(t *testing.T) {
-	guard := filepath.Join(t.TempDir(), "last_kill")
+	dir := t.TempDir()
+	guard := filepath.Join(dir, "last_kill")
+	causeFile := filepath.Join(dir, "last_kill_cause")
 	for _, tc := range []struct {
 		name              string
 		kernel            bool
 		before, reset, at string
+		cause, want       string // cause "-": no cause file
 	}{
-		{"alone", false, "0", "", "1700000000000000000"},
-		{"with the kernel's counter", true, "0", "", "1700000000000000000"},
-		{"after a second kill", false, "1700000000000000000", "", "1700000000000000001"},
-		{"after a wake", false, "1700000000000000000", "0", "1700000000000000005"},
+		{"alone", false, "0", "", "1700000000000000000", "memory", Reason},
+		{"with the kernel's counter", true, "0", "", "1700000000000000000", "memory", Reason},
+		{"after a second kill", false, "1700000000000000000", "", "1700000000000000001", "memory", Reason},
+		{"after a wake", false, "1700000000000000000", "0", "1700000000000000005", "memory", Reason},
+		{"no cause file", false, "0", "", "1700000000000000000", "-", Reason},
+		{"process limit", false, "0", "", "1700000000000000000", "processes", ReasonProcessLimit},
+		{"starved agent", false, "0", "", "1700000000000000000", "starved", ReasonCPUStarved},
+		{"starved agent and the kernel's OOM killer", true, "0", "", "1700000000000000000", "starved", Reason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -187,6 +195,7 @@ func TestGuardCounter(t *testing.T) {
 				os.WriteFile(filepath.Join(root, "memory.events"), []byte("oom_kill 4\n"), 0o644)
 			}
 			os.WriteFile(guard, []byte(tc.before+"\n"), 0o644)
+			os.Remove(causeFile)
 			w := Counter{Root: root, Guard: guard}.Start()
 			if tc.reset != "" {
 				os.WriteFile(guard, []byte(tc.reset+"\n"), 0o644)
@@ -194,9 +203,15 @@ func TestGuardCounter(t *testing.T) {
 			if got := w.Reason(137); got != "" {
 				t.Fatalf("no kill yet: %q", got)
 			}
+			if tc.cause != "-" {
+				os.WriteFile(causeFile, []byte(tc.cause+"\n"), 0o644)
+			}
+			if tc.kernel && tc.cause != "memory" { // the OOM killer took it too
+				os.WriteFile(filepath.Join(root, "memory.events"), []byte("oom_kill 5\n"), 0o644)
+			}
 			os.WriteFile(guard, []byte(tc.at+"\n"), 0o644)
-			if got := w.Reason(137); got != Reason {
-				t.Fatalf("after a guard kill: %q", got)
+			if got := w.Reason(137); got != tc.want {
+				t.Fatalf("after a guard kill (cause %s): %q, want %q", tc.cause, got, tc.want)
 			}
 			if got := w.Reason(0); got != "" {
 				t.Fatalf("exit 0 after a guard kill: %q", got)

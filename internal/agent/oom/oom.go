@@ -10,8 +10,11 @@
 //
 // Where the sandbox's kernel does not enforce the memory limit (gVisor), the agent does
 // (Enforcer), and so does hutchd's memory guard from the host, which writes the time of its
-// last kill in a file the sandbox sees read-only (GuardKillFile); both count like the kernel's
-// kills.
+// last kill and that kill's cause in files the sandbox sees read-only (GuardKillFile,
+// GuardCauseFile); both count like the kernel's kills. A guard kill for another cause than
+// memory has its own reason: ReasonProcessLimit (a sandbox near its process limit, a fork bomb
+// of small processes) or ReasonCPUStarved (busy processes kept the agent from running), unless
+// the OOM counter rose too.
 package oom
 
 import (
@@ -23,8 +26,13 @@ import (
 )
 
 // Reason is the value of the "reason" field of an exec result or process record whose process
-// the OOM killer ended.
-const Reason = "oom-killed"
+// the OOM killer ended; ReasonProcessLimit and ReasonCPUStarved those of processes hutchd's
+// memory guard killed for its causes "processes" and "starved" (internal/runtime/runsc).
+const (
+	Reason             = "oom-killed"
+	ReasonProcessLimit = "process-limit"
+	ReasonCPUStarved   = "cpu-starved"
+)
 
 // exitSIGKILL is the shell's exit code for death by SIGKILL.
 const exitSIGKILL = 128 + 9
@@ -37,6 +45,7 @@ var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
 // sandbox's memory on the host is above its limit (internal/runtime/runsc, guard.go).
 const (
 	GuardKillFile     = "/run/hutch-guard/last_kill"
+	GuardCauseFile    = "/run/hutch-guard/last_kill_cause"
 	GuardPressureFile = "/run/hutch-guard/pressure"
 )
 
@@ -121,14 +130,26 @@ func (w Watch) Reason(exitCode int) string {
 	if exitCode != exitSIGKILL {
 		return ""
 	}
+	if w.ok {
+		if n, ok := w.c.Kills(); ok && n > w.start {
+			return Reason
+		}
+	}
 	if w.c.lastGuardKill() > w.guard {
-		return Reason
-	}
-	if !w.ok {
-		return ""
-	}
-	if n, ok := w.c.Kills(); ok && n > w.start {
-		return Reason
+		return w.c.guardReason()
 	}
 	return ""
+}
+
+// guardReason is the reason of the guard's last kill, from its cause (GuardCauseFile, next to
+// Guard): Reason for "memory" and for a cause it cannot read (a hutchd from before the file).
+func (c Counter) guardReason() string {
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(c.Guard), filepath.Base(GuardCauseFile)))
+	switch strings.TrimSpace(string(b)) {
+	case "processes":
+		return ReasonProcessLimit
+	case "starved":
+		return ReasonCPUStarved
+	}
+	return Reason
 }

@@ -71,7 +71,7 @@ type Info struct {
 	SessionID string     `json:"sessionId"`
 	Cwd       string     `json:"cwd"`
 	Error     string     `json:"error,omitempty"` // only with StatusError
-	// Reason says why a killed process died when the agent knows: "oom-killed" (package oom).
+	// Reason says why a killed process died when the agent knows: "oom-killed", "process-limit" or "cpu-starved" (package oom).
 	Reason string `json:"reason,omitempty"`
 	// LogBufferBytes is the log buffer per stream, in bytes: the one asked for, or the
 	// default lowered to fit the log budget.

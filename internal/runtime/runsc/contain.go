@@ -118,7 +118,11 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	if ok {
 		// Before the kill and the resume, so that the agent's enforcer, which holds off after
 		// a guard kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
-		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), time.Now().UnixNano()); err != nil {
+		// The cause first: the agent reads it when it sees the new time.
+		if err := r.writeGuardFile(id, filepath.Base(GuardCauseFile), g.cause); err != nil {
+			r.log.Warn("memory guard: cause file", "id", id, "err", err)
+		}
+		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
 			r.log.Warn("memory guard: kill file", "id", id, "err", err)
 		}
 	}

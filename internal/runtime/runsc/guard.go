@@ -44,11 +44,13 @@ import (
 
 // GuardDir is where the memory guard's files are readable inside a gVisor sandbox;
 // internal/agent/oom reads them. GuardKillFile holds the Unix time in nanoseconds of the guard's
-// last kill ("0": none), GuardPressureFile "1" while the host memory use is above the sandbox's
-// limit, else "0".
+// last kill ("0": none), GuardCauseFile that kill's cause (guardPass.cause: "memory",
+// "processes" or "starved"; written before GuardKillFile), GuardPressureFile "1" while the host
+// memory use is above the sandbox's limit, else "0".
 const (
 	GuardDir          = "/run/hutch-guard"
 	GuardKillFile     = GuardDir + "/last_kill"
+	GuardCauseFile    = GuardDir + "/last_kill_cause"
 	GuardPressureFile = GuardDir + "/pressure"
 )
 
@@ -94,7 +96,7 @@ func (r *Runtime) initGuardDir(id string, limit int64) error {
 	if err := os.MkdirAll(r.guardDir(id), 0o755); err != nil {
 		return err
 	}
-	for name, v := range map[string]int64{filepath.Base(GuardKillFile): 0, filepath.Base(GuardPressureFile): 0, guardLimitFile: limit} {
+	for name, v := range map[string]string{filepath.Base(GuardKillFile): "0", filepath.Base(GuardCauseFile): "", filepath.Base(GuardPressureFile): "0", guardLimitFile: strconv.FormatInt(limit, 10)} {
 		if err := r.writeGuardFile(id, name, v); err != nil {
 			return err
 		}
@@ -102,11 +104,11 @@ func (r *Runtime) initGuardDir(id string, limit int64) error {
 	return nil
 }
 
-// writeGuardFile replaces file name of id's guard directory with v (decimal and a newline).
-func (r *Runtime) writeGuardFile(id, name string, v int64) error {
+// writeGuardFile replaces file name of id's guard directory with v and a newline.
+func (r *Runtime) writeGuardFile(id, name, v string) error {
 	dir := r.guardDir(id)
 	tmp := filepath.Join(dir, "."+name)
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(v, 10)+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
 		return err
 	}
 	return os.Rename(tmp, filepath.Join(dir, name))
@@ -187,6 +189,10 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 	starve := newStarveWatch(id, dirs, r.agentProbe)
 	defer starve.stop()
 	var lastKill, lastStarved, quietUntil time.Time
+	// starved is set when the starvation watch reported the agent starved, until a pass of
+	// cause "starved" took it: a tick that chose another cause (a process count that then
+	// finds too few processes to kill) must not lose it.
+	starved := false
 	// held is the host use a kill left behind while still past the trigger (0: none): the
 	// Sentry gives freed memory back to the host gradually, and a held use is no new growth.
 	var held int64
@@ -223,8 +229,12 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			}
 		}
 		// Polled at every tick, to take a probe's answer.
-		if starved := starve.poll(ctx, now); starved && g.cause == "" {
+		if starve.poll(ctx, now) {
+			starved = true
+		}
+		if starved && g.cause == "" {
 			g.cause, g.again = "starved", g.again || now.Sub(lastStarved) < starveEscalate
+			starved = false
 		}
 		if g.cause == "" {
 			continue
@@ -240,7 +250,8 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if g.cause == "starved" {
 			lastStarved = lastKill
 		}
-		starve.reset(lastKill)                  // new evidence for the next starved kill
+		starve.reset(lastKill) // new evidence for the next starved kill
+		starved = false
 		quietUntil = lastKill.Add(crowdedQuiet) // the killed processes exit meanwhile
 		r.settle(ctx, usagePath, trigger)
 		if u, err := ocispec.ReadInt(usagePath); err == nil && u > trigger {
