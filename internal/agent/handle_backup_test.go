@@ -150,3 +150,37 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestBackupGitignoreRunsNoHook: the repository's own configuration does not make the agent's
+// git run a program (a breaker's core.fsmonitor hook ran in the agent's process group, which
+// gVisor's guard never kills, and started busy loops there).
+func TestBackupGitignoreRunsNoHook(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed")
+	}
+	a := startAgent(t)
+	repo := filepath.Join(t.TempDir(), "repo")
+	must(t, os.MkdirAll(repo, 0o755))
+	must(t, os.WriteFile(filepath.Join(repo, "a"), []byte("a"), 0o644))
+	mark := filepath.Join(t.TempDir(), "ran")
+	hook := filepath.Join(t.TempDir(), "fsmonitor")
+	must(t, os.WriteFile(hook, []byte("#!/bin/sh\ntouch "+mark+"\nexit 1\n"), 0o755))
+	for _, args := range [][]string{
+		{"init", "-q", repo},
+		{"-C", repo, "add", "a"},
+		{"-C", repo, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-qm", "x"},
+		{"-C", repo, "config", "core.fsmonitor", hook},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	os.Remove(mark) // the commit may have run it
+	body, _ := json.Marshal(map[string]any{"dir": repo, "gitignore": true, "excludes": []string{".git"}})
+	if _, resp, data := a.archive(string(body)); resp.StatusCode != http.StatusOK {
+		t.Fatalf("archive: status %d: %s", resp.StatusCode, data)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the repository's core.fsmonitor hook ran for the backup's git ls-files")
+	}
+}

@@ -2,12 +2,17 @@ package gitclone
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
 )
@@ -111,5 +116,58 @@ func TestCloneTimeout(t *testing.T) {
 	out, _ := exec.Command("pgrep", "-f", ln.Addr().String()).Output()
 	if len(strings.TrimSpace(string(out))) > 0 {
 		t.Fatalf("git processes left: %s", out)
+	}
+}
+
+// TestCloneHooksRunApart: a hook the sandbox configured (core.hooksPath in its global git
+// config) runs in a session of its own, not the agent's: from the agent's session it could
+// join the agent's process group, which gVisor's guard never kills (a breaker's finding).
+func TestCloneHooksRunApart(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	for _, args := range [][]string{
+		{"init", "-q", src},
+		{"-C", src, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	hooks := filepath.Join(dir, "hooks")
+	if err := os.MkdirAll(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "hook-ids")
+	// Field 5 of /proc/self/stat is the process group, 6 the session (the command name "(sh)"
+	// has no space).
+	hook := "#!/bin/sh\nread -r pid comm state ppid pgrp sid rest < /proc/$$/stat\necho \"$pgrp $sid\" > " + mark + "\n"
+	if err := os.WriteFile(filepath.Join(hooks, "post-checkout"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(dir, "gitconfig")
+	if err := os.WriteFile(global, []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Clone(context.Background(), Options{
+		URL: "file://" + src, TargetDir: filepath.Join(dir, "clone"), Dir: dir,
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_GLOBAL=" + global},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	var pgrp, sid int
+	if _, err := fmt.Sscan(string(b), &pgrp, &sid); err != nil {
+		t.Fatalf("hook ids %q: %v", b, err)
+	}
+	own, _ := unix.Getsid(0)
+	if sid == own || pgrp == syscall.Getpgrp() {
+		t.Errorf("the hook ran in session %d, group %d: the agent's are %d, %d", sid, pgrp, own, syscall.Getpgrp())
 	}
 }
