@@ -188,7 +188,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 	signalled := signalledSet{}
 	starve := newStarveWatch(id, dirs, r.agentProbe)
 	defer starve.stop()
-	var lastKill, lastStarved, quietUntil time.Time
+	var lastKill, lastStarved, quietUntil, starvedQuiet time.Time
 	// starved is set when the starvation watch reported the agent starved, until a pass of
 	// cause "starved" took it: a tick that chose another cause (a process count that then
 	// finds too few processes to kill) must not lose it.
@@ -229,7 +229,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			}
 		}
 		// Polled at every tick, to take a probe's answer.
-		if starve.poll(ctx, now) {
+		if starve.poll(ctx, now) && now.After(starvedQuiet) {
 			starved = true
 		}
 		if starved && g.cause == "" {
@@ -240,8 +240,14 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 			continue
 		}
 		if !r.contain(ctx, id, usagePath, g, signalled) {
-			if g.cause == "processes" {
+			switch g.cause {
+			case "processes":
 				quietUntil = time.Now().Add(crowdedQuiet)
+			case "starved":
+				// Nothing the guard may kill (seen: busy loops in the agent's own group): no
+				// pause every 20 s for nothing.
+				starvedQuiet = time.Now().Add(starveQuiet)
+				starve.reset(time.Now())
 			}
 			time.Sleep(settleStep) // no line per poll
 			continue

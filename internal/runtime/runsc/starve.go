@@ -31,6 +31,11 @@ import (
 // in a lite sandbox, 0.02–0.3 s with the quota raised). Busy loops do not grow, so the raised
 // quota does not let the attack outgrow the pause, unlike a fork bomb's (contain).
 //
+// The report is kept until a pass of its own can act on it: a tick that chose the process cause,
+// which then found too few processes, would drop it, and after a shell fork bomb the platform's
+// kept stub processes hold the host task count past its hint, so such ticks come every 10 s. After a pass that found nothing to kill,
+// starvation is ignored for starveQuiet, not paused for every 20 s.
+//
 // A sandbox whose own work keeps its agent from answering for starveProbes × probeTimeout loses
 // that work's hungriest process group, as a sandbox past its memory loses a process to the OOM
 // killer: a lite sandbox's 1/16 of a CPU fits a few busy processes, not dozens.
@@ -39,6 +44,9 @@ const (
 	probeTimeout   = 10 * time.Second
 	starveProbes   = 2
 	starveEscalate = 2 * time.Minute
+	// starveQuiet is how long the guard ignores a starved agent after a pass that found
+	// nothing to kill.
+	starveQuiet = time.Minute
 )
 
 // starveWatch is the guard's state for the starved cause (poll).
