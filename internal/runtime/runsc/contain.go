@@ -159,17 +159,18 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		return false
 	}
 	rounds := 1
-	if len(killed) == 0 && paused && !killFailed {
-		// Every group was found gone while paused (members exiting, zombies): nothing to
-		// kill after the resume either.
-		rounds = 0
-	} else if len(killed) == 0 || killFailed {
+	switch {
+	case killFailed:
 		if !lifted {
 			restore = r.liftCPUQuota(id)
 		}
 		var more []group
 		more, rounds, err = r.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
 		killed = append(killed, more...)
+	case len(killed) == 0:
+		// Every group was found gone while paused (members exiting, zombies): nothing to
+		// kill after the resume either.
+		rounds = 0
 	}
 	k.Kill = time.Since(start) - k.Pause - k.List - k.Resume
 	k.Groups, k.Rounds, k.Err, k.Peak, k.Processes = len(killed), rounds, err, peak(), processCount(killed)
