@@ -142,6 +142,18 @@ type Adopter interface {
 	Adopt(id string)
 }
 
+// CgroupSweeper is implemented by backends whose containers each have a host cgroup named by
+// the container ID below a parent cgroup of hutchd's (runc and runsc: --cgroup-parent). A
+// cgroup can outlive its container: a crash of hutchd or the host between the runtime's create
+// and delete, or a sandbox whose last processes were still exiting when an earlier hutchd was
+// killed. A restarted hutchd sweeps them (Manager.Recover), as it sweeps network namespaces.
+type CgroupSweeper interface {
+	// SweepCgroups kills the processes of every child cgroup of the parent whose name keep
+	// reports false for and removes those cgroups, children first, on every hierarchy. It
+	// returns the names it removed. Cgroups of kept containers are not touched.
+	SweepCgroups(ctx context.Context, keep func(id string) bool) ([]string, error)
+}
+
 // ExtraFileRefuser is implemented by backends that cannot hand PID 1 inherited file
 // descriptors (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds.
 // hutchd's agent then listens on TCP on the loopback of the sandbox's network namespace

@@ -19,8 +19,8 @@ import (
 // Recover reconciles the store with the host after a start or a crash of hutchd. A sandbox
 // recorded as running whose container runs and whose agent answers is re-adopted: it keeps its
 // processes, and its network is registered again with the egress service, and its idle timer
-// starts again from now. Every other container, overlay mount, network namespace and host veth
-// of ours is removed; records left in creating or running are marked stopped, and records left
+// starts again from now. Every other container, overlay mount, network namespace, host veth
+// and cgroup of ours is removed; records left in creating or running are marked stopped, and records left
 // in stopping or starting (a sleep or wake that hutchd's crash cut short) are finished as
 // sleeping, their disk flushed: the next request starts them again, and a sleep can be asked
 // again (it is then a no-op); one with snapshotOnSleep whose sleep was cut short gets its
@@ -111,6 +111,21 @@ func (m *Manager) Recover(ctx context.Context) error {
 		m.auditContainerRemoved(ctx, c.id, c.rt.Name())
 		if err := c.rt.Delete(ctx, c.id, true); err != nil {
 			errs = append(errs, fmt.Errorf("recover: delete %s container %s: %w", c.rt.Name(), c.id, err))
+		}
+	}
+	// Cgroups that belong to no running sandbox: a container's outlives it when hutchd or the
+	// host dies between the runtime's create and its delete.
+	for _, name := range slices.Sorted(maps.Keys(m.runtimes)) {
+		sw, ok := m.runtimes[name].(runtime.CgroupSweeper)
+		if !ok {
+			continue
+		}
+		removed, err := sw.SweepCgroups(ctx, func(id string) bool { _, ok := keep[id]; return ok })
+		if len(removed) > 0 {
+			m.log.WarnContext(ctx, "removed stray cgroups", "runtime", name, "cgroups", removed)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("recover: %w", err))
 		}
 	}
 	// Mounts, namespaces and links that belong to no running sandbox.

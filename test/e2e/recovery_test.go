@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -133,6 +134,38 @@ func scanLeftovers(t *testing.T) leftovers {
 	return l
 }
 
+// plantStrayCgroup makes cgroup name below the daemon's cgroup parent on every hierarchy
+// scanLeftovers reads, with a sleeping process in it; it returns the directories made and a
+// channel that closes when the process is gone.
+func plantStrayCgroup(t *testing.T, name string) ([]string, <-chan struct{}) {
+	t.Helper()
+	cmd := exec.Command("sleep", "1000")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-done })
+	var dirs []string
+	for _, ctl := range []string{"/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids", "/sys/fs/cgroup"} {
+		if _, err := os.Stat(filepath.Join(ctl, cgroupDir)); err != nil {
+			continue // not this host's layout, or the parent is not there
+		}
+		dir := filepath.Join(ctl, cgroupDir, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	if len(dirs) == 0 {
+		t.Fatalf("no %s cgroup parent to plant a stray cgroup in", cgroupDir)
+	}
+	return dirs, done
+}
+
 // TestRecoveryAfterKill9 kills hutchd with SIGKILL while sandboxes are being created, restarts
 // it, and checks that every sandbox is either running (re-adopted or finished) or stopped, with
 // no stray container, mount, network namespace, veth, cgroup or process; then that all of them
@@ -166,6 +199,9 @@ func TestRecoveryAfterKill9(t *testing.T) {
 	}
 	d.Kill9()
 	wg.Wait()
+	// A cgroup of ours with no sandbox, as a container's is left when hutchd or the host dies
+	// around its delete, with a process in it: the restart removes both.
+	strayCgroups, strayDone := plantStrayCgroup(t, "e2e-rec-stray")
 	auditBefore := len(auditLog(t, d.StateDir))
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -208,6 +244,16 @@ func TestRecoveryAfterKill9(t *testing.T) {
 		if r := findAudit(recs, auditBefore, "sandbox.recovered", sb.ID, "hutchd"); r == nil || r["outcome"] != want {
 			t.Errorf("audit record of recovering %s (%s) = %v; want outcome %q", sb.ID, sb.Status, r, want)
 		}
+	}
+	for _, cg := range strayCgroups {
+		if _, err := os.Stat(cg); err == nil {
+			t.Errorf("the stray cgroup %s is still there after the restart", cg)
+		}
+	}
+	select {
+	case <-strayDone:
+	case <-time.After(10 * time.Second):
+		t.Error("the process in the stray cgroup was not killed by the restart")
 	}
 	l := scanLeftovers(t)
 	t.Logf("after restart: running=%v %s", running, l)

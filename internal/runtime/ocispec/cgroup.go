@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,39 @@ func (b Builder) SweepCgroups(ctx context.Context, id string) error {
 		}
 	}
 	return nil
+}
+
+// SweepStrayCgroups removes every child cgroup of the parent (on each hierarchy) whose name
+// keep reports false for, killing what runs in it first; it returns the names removed, sorted
+// and without repeats. A missing parent is not an error. It implements
+// runtime.CgroupSweeper for the backends built on Builder.
+func (b Builder) SweepStrayCgroups(ctx context.Context, keep func(id string) bool) ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, root := range b.Host.CgroupRoots {
+		parent := filepath.Join(root, b.CgroupParent)
+		ents, err := os.ReadDir(parent)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("sweep cgroups: %w", err))
+			}
+			continue
+		}
+		for _, e := range ents {
+			if !e.IsDir() || keep(e.Name()) {
+				continue
+			}
+			if err := removeCgroup(ctx, filepath.Join(parent, e.Name())); err != nil {
+				errs = append(errs, fmt.Errorf("sweep cgroups: %w", err))
+				continue
+			}
+			if !slices.Contains(removed, e.Name()) {
+				removed = append(removed, e.Name())
+			}
+		}
+	}
+	slices.Sort(removed)
+	return removed, errors.Join(errs...)
 }
 
 // removeCgroup kills the processes of dir and its children and removes them, deepest first.

@@ -268,6 +268,13 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 	return nil
 }
 
+// SweepCgroups removes the cgroups below the parent whose container keep does not hold
+// (runtime.CgroupSweeper): those a container left when hutchd or the host died around its
+// delete.
+func (r *Runtime) SweepCgroups(ctx context.Context, keep func(id string) bool) ([]string, error) {
+	return r.spec.SweepStrayCgroups(ctx, keep)
+}
+
 // CgroupDirs returns the host cgroup directories a container with this ID uses (whether or not
 // they exist).
 func (r *Runtime) CgroupDirs(id string) []string { return r.spec.CgroupDirs(id) }
