@@ -18,24 +18,24 @@ import (
 // children first. Missing directories are not an error. It is what lets a backend's Delete
 // promise that no process of the container remains.
 func (b Builder) SweepCgroups(ctx context.Context, id string) error {
-	for _, dir := range b.CgroupDirs(id) {
-		if err := removeCgroup(ctx, dir); err != nil {
-			return err
-		}
-	}
-	return nil
+	return removeCgroups(ctx, b.CgroupDirs(id))
 }
 
+// StrayCgroupWait bounds how long SweepStrayCgroups waits for the processes of one stray
+// cgroup to die: one in uninterruptible sleep (a hung filesystem) can outlive any SIGKILL, and
+// hutchd's start must not wait on it forever.
+const StrayCgroupWait = 30 * time.Second
+
 // SweepStrayCgroups removes every child cgroup of the parent (on each hierarchy) whose name
-// keep reports false for, killing what runs in it first; it returns the names removed, sorted
-// and without repeats. A missing parent is not an error. It implements
+// keep reports false for, thawing and killing what runs in it first; it returns the names
+// removed, sorted. A missing parent is not an error; a cgroup whose processes do not die within
+// StrayCgroupWait is left, with an error, and the others are still swept. It implements
 // runtime.CgroupSweeper for the backends built on Builder.
 func (b Builder) SweepStrayCgroups(ctx context.Context, keep func(id string) bool) ([]string, error) {
-	var removed []string
+	var names []string
 	var errs []error
 	for _, root := range b.Host.CgroupRoots {
-		parent := filepath.Join(root, b.CgroupParent)
-		ents, err := os.ReadDir(parent)
+		ents, err := os.ReadDir(filepath.Join(root, b.CgroupParent))
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, fmt.Errorf("sweep cgroups: %w", err))
@@ -43,23 +43,57 @@ func (b Builder) SweepStrayCgroups(ctx context.Context, keep func(id string) boo
 			continue
 		}
 		for _, e := range ents {
-			if !e.IsDir() || keep(e.Name()) {
-				continue
-			}
-			if err := removeCgroup(ctx, filepath.Join(parent, e.Name())); err != nil {
-				errs = append(errs, fmt.Errorf("sweep cgroups: %w", err))
-				continue
-			}
-			if !slices.Contains(removed, e.Name()) {
-				removed = append(removed, e.Name())
+			if e.IsDir() && !keep(e.Name()) && !slices.Contains(names, e.Name()) {
+				names = append(names, e.Name())
 			}
 		}
 	}
-	slices.Sort(removed)
+	slices.Sort(names)
+	var removed []string
+	for _, name := range names {
+		wctx, cancel := context.WithTimeout(ctx, StrayCgroupWait)
+		err := removeCgroups(wctx, b.CgroupDirs(name))
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sweep cgroups: %w", err))
+			continue
+		}
+		removed = append(removed, name)
+	}
 	return removed, errors.Join(errs...)
 }
 
-// removeCgroup kills the processes of dir and its children and removes them, deepest first.
+// removeCgroups removes the cgroup directories dirs (one container's, on every hierarchy)
+// and their children: it thaws them all first (a frozen process cannot die, and on cgroup v1
+// the freezer is a hierarchy of its own), then kills and removes each, deepest first.
+func removeCgroups(ctx context.Context, dirs []string) error {
+	for _, dir := range dirs {
+		thaw(dir)
+	}
+	for _, dir := range dirs {
+		if err := removeCgroup(ctx, dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// thaw thaws dir and every cgroup below it, parents first: v1's freezer.state, v2's
+// cgroup.freeze, whichever the directory has. Missing files and directories are skipped.
+func thaw(dir string) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if os.WriteFile(filepath.Join(p, "freezer.state"), []byte("THAWED"), 0) != nil {
+			_ = os.WriteFile(filepath.Join(p, "cgroup.freeze"), []byte("0"), 0)
+		}
+		return nil
+	})
+}
+
+// removeCgroup kills the processes of dir and its children and removes them, deepest first,
+// until ctx is done.
 func removeCgroup(ctx context.Context, dir string) error {
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -89,7 +123,7 @@ func removeCgroup(ctx context.Context, dir string) error {
 			}
 			select {
 			case <-ctx.Done():
-				return fmt.Errorf("remove cgroup %s: %w", d, ctx.Err())
+				return fmt.Errorf("remove cgroup %s (processes %s): %w", d, strings.Join(strings.Fields(string(procs)), " "), ctx.Err())
 			case <-time.After(20 * time.Millisecond):
 			}
 		}

@@ -2,6 +2,7 @@ package ocispec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,30 +50,46 @@ func TestSweepStrayCgroups(t *testing.T) {
 	mk(parent, "stray")
 	mk(parent, "nested/child/grandchild")
 	mk(other, "stray")
-	// A process in each of keep and stray (on the first hierarchy, the pids one if there is
-	// one: enough to make its rmdir fail with EBUSY until the process is gone).
-	root := host.CgroupRoots[0]
-	for _, r := range host.CgroupRoots {
-		if filepath.Base(r) == "pids" {
-			root = r
-		}
-	}
-	start := func(cg string) *exec.Cmd {
+	// A process in each of keep and stray, on every hierarchy (its rmdir fails with EBUSY until
+	// the process is gone).
+	start := func(name string) *exec.Cmd {
 		t.Helper()
 		cmd := exec.Command("sleep", "1000")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
-			t.Fatal(err)
+		for _, root := range host.CgroupRoots {
+			err := os.WriteFile(filepath.Join(root, parent, name, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
+			if err != nil && !errors.Is(err, syscall.ENOSPC) { // ENOSPC: v1 cpuset without cpus
+				t.Fatal(err)
+			}
 		}
 		return cmd
 	}
-	kept := start(filepath.Join(root, parent, "keep"))
-	stray := start(filepath.Join(root, parent, "stray"))
+	kept := start("keep")
+	stray := start("stray")
 	strayDone := make(chan error, 1)
 	go func() { strayDone <- stray.Wait() }()
+	// The stray one is frozen, as a paused container's is (a snapshot cut short): a frozen
+	// process does not die of SIGKILL until it is thawed.
+	freeze := func(state map[string]string) bool {
+		done := false
+		for _, root := range host.CgroupRoots {
+			for file, value := range state {
+				if os.WriteFile(filepath.Join(root, parent, "stray", file), []byte(value), 0) == nil {
+					done = true
+				}
+			}
+		}
+		return done
+	}
+	frozen := freeze(map[string]string{"freezer.state": "FROZEN", "cgroup.freeze": "1"})
+	// If the sweep failed to, the test thaws it before killing its process (runs first).
+	t.Cleanup(func() { freeze(map[string]string{"freezer.state": "THAWED", "cgroup.freeze": "0"}) })
+	if !frozen {
+		t.Error("could not freeze the stray cgroup (no freezer.state or cgroup.freeze)")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
