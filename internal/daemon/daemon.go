@@ -26,6 +26,7 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
+	"github.com/hutchdev/hutch/internal/hostclaim"
 	"github.com/hutchdev/hutch/internal/image"
 	"github.com/hutchdev/hutch/internal/netns"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
@@ -42,11 +43,40 @@ const Version = "0.1.0"
 // InfoFile is written in the state dir at start so the CLI finds the daemon: {"url", "pid"}.
 const InfoFile = "hutchd.json"
 
+// ClaimDir is where hutchd claims its host names (internal/hostclaim); a variable for tests.
+var ClaimDir = hostclaim.DefaultDir
+
+// claimHostNames claims cfg's state directory, cgroup parent, netns and veth prefixes and
+// nftables table for this process (hostclaim.Take).
+func claimHostNames(cfg config.Config) (*hostclaim.Claims, error) {
+	state, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	if s, err := filepath.EvalSymlinks(state); err == nil {
+		state = s
+	}
+	return hostclaim.Take(ClaimDir, []hostclaim.Name{
+		{Kind: "state directory", Value: state, Flag: "--state-dir"},
+		{Kind: "cgroup parent", Value: cfg.CgroupParent, Flag: "--cgroup-parent"},
+		{Kind: "netns prefix", Value: cfg.NSPrefix, Flag: "--netns-prefix"},
+		{Kind: "veth prefix", Value: cfg.IfPrefix, Flag: "--if-prefix"},
+		{Kind: "nftables table", Value: cfg.NftTable, Flag: "--nft-table"},
+	})
+}
+
 // Run runs hutchd until ctx is cancelled.
 func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	// The names whose leftovers Recover removes are this daemon's alone while it runs: a
+	// second hutchd sharing one refuses to start rather than kill this one's sandboxes.
+	claims, err := claimHostNames(cfg)
+	if err != nil {
+		return err
+	}
+	defer claims.Release()
 	cred, err := loadToken(cfg, log)
 	if err != nil {
 		return err

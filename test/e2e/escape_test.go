@@ -457,8 +457,10 @@ func TestEscape(t *testing.T) {
 
 func newEscapeEnv(t *testing.T, rt string) *escapeEnv {
 	t.Helper()
-	a := sandbox(t, "e2e-esc-a-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
-	b := sandbox(t, "e2e-esc-b-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
+	// The default type (half a CPU): no attempt depends on the size, and in lite gVisor
+	// sandboxes (1/16 of a CPU) each attempt's Python took about 4 s to start, 227 s in all.
+	a := sandbox(t, "e2e-esc-a-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "standard-1"}, rt))
+	b := sandbox(t, "e2e-esc-b-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "standard-1"}, rt))
 	infoA, err := a.Info(ctxT(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -15,21 +15,24 @@ import (
 )
 
 // SweepCgroups kills whatever is left in container id's cgroups (CgroupDirs) and removes them,
-// children first. Missing directories are not an error. It is what lets a backend's Delete
-// promise that no process of the container remains.
+// children first. Missing directories are not an error; processes that do not die within
+// CgroupWait are (the cgroups are then left). It is what lets a backend's Delete promise that
+// no process of the container remains.
 func (b Builder) SweepCgroups(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, CgroupWait)
+	defer cancel()
 	return removeCgroups(ctx, b.CgroupDirs(id))
 }
 
-// StrayCgroupWait bounds how long SweepStrayCgroups waits for the processes of one stray
-// cgroup to die: one in uninterruptible sleep (a hung filesystem) can outlive any SIGKILL, and
-// hutchd's start must not wait on it forever.
-const StrayCgroupWait = 30 * time.Second
+// CgroupWait bounds how long SweepCgroups and SweepStrayCgroups wait for the processes of one
+// container's cgroups to die: one in uninterruptible sleep (a hung filesystem) can outlive any
+// SIGKILL, and neither a destroy nor hutchd's start (Recover) may wait on it forever.
+const CgroupWait = 30 * time.Second
 
 // SweepStrayCgroups removes every child cgroup of the parent (on each hierarchy) whose name
 // keep reports false for, thawing and killing what runs in it first; it returns the names
 // removed, sorted. A missing parent is not an error; a cgroup whose processes do not die within
-// StrayCgroupWait is left, with an error, and the others are still swept. It implements
+// CgroupWait is left, with an error, and the others are still swept. It implements
 // runtime.CgroupSweeper for the backends built on Builder.
 func (b Builder) SweepStrayCgroups(ctx context.Context, keep func(id string) bool) ([]string, error) {
 	var names []string
@@ -51,7 +54,7 @@ func (b Builder) SweepStrayCgroups(ctx context.Context, keep func(id string) boo
 	slices.Sort(names)
 	var removed []string
 	for _, name := range names {
-		wctx, cancel := context.WithTimeout(ctx, StrayCgroupWait)
+		wctx, cancel := context.WithTimeout(ctx, CgroupWait)
 		err := removeCgroups(wctx, b.CgroupDirs(name))
 		cancel()
 		if err != nil {
