@@ -21,7 +21,7 @@ func (a *app) snapshotCommand() *cobra.Command {
 		Short: "Snapshot a sandbox's whole disk and configuration; prints the snapshot ID",
 		Long: `Capture sandbox NAME's whole disk (every change since its image, deletions included) and
 its configuration as a content-addressed snapshot in hutchd's blob store, and print its ID
-(sha256-…). A running sandbox is frozen while its disk is read. Start a sandbox from it with
+(sha256-…) alone on stdout (its layer count and size go to stderr). A running sandbox is frozen while its disk is read. Start a sandbox from it with
 'hutch create NEW --snapshot ID' or the SDK, or reset a sandbox to it with
 'hutch restore-snapshot'.`,
 		Args: exactArgs("NAME"),
@@ -34,7 +34,10 @@ its configuration as a content-addressed snapshot in hutchd's blob store, and pr
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "%s layers=%d size=%d\n", snap.ID, len(snap.Layers), snap.SizeBytes)
+			// The ID alone on stdout, so that ID=$(hutch snapshot NAME) works; the figures on
+			// stderr.
+			fmt.Fprintln(a.stdout, snap.ID)
+			fmt.Fprintf(a.stderr, "hutch: snapshot of %s: %d layers, %d bytes\n", args[0], len(snap.Layers), snap.SizeBytes)
 			return nil
 		},
 	}

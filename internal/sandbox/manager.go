@@ -311,7 +311,7 @@ type Info struct {
 	// Runtime is the isolation backend the sandbox runs on: "runc" or "gvisor".
 	Runtime string `json:"runtime"`
 	// SleepMode, on a sleeping sandbox, is what its sleep kept: "disk" (its files; processes
-	// were stopped and start again on wake) — the only mode today, see sleepNote — or
+	// were stopped and do not restart on wake; see sleepNote) or
 	// "memory" (a checkpoint of its processes). SleepNote says why a sleep kept only the disk.
 	SleepMode string `json:"sleepMode,omitempty"`
 	SleepNote string `json:"sleepNote,omitempty"`

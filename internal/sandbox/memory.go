@@ -118,28 +118,28 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 		return sleepRecord{Mode: SleepModeDisk, Note: note, At: time.Now().UTC()}
 	}
 	if m.cfg.NoSleepMemory {
-		return disk("memory sleeps are off on this host (hutchd --sleep-memory off): processes were stopped and start again on wake")
+		return disk("memory sleeps are off on this host (hutchd --sleep-memory off): processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	rt, err := m.runtimeOf(rec)
 	if err != nil {
-		return disk("runtime " + rec.Runtime + " is not available on this host: processes were stopped and start again on wake")
+		return disk("runtime " + rec.Runtime + " is not available on this host: processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	cp, ok := rt.(runtime.Checkpointer)
 	if !ok {
-		return disk("runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and start again on wake")
+		return disk("runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	if err := cp.CheckpointSupport(); err != nil {
-		return disk(err.Error() + "; processes were stopped and start again on wake")
+		return disk(err.Error() + "; processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	if inst == nil || inst.agentBin == "" {
-		return disk("the sandbox was not started by this hutchd's records (no agent binary recorded): processes were stopped and start again on wake")
+		return disk("the sandbox was not started by this hutchd's records (no agent binary recorded): processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	dir := m.memoryDir(rec.ID)
 	if err := os.RemoveAll(dir); err != nil {
 		return disk("memory image: " + err.Error())
 	}
 	if note := m.imageRoom(rt, rec); note != "" {
-		return disk(note + ": processes were stopped and start again on wake")
+		return disk(note + ": processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	// Sessions (cwd, environment) go to the disk first, as a disk sleep's shutdown saves them:
 	// a wake that cannot restore the memory, or a stop after this sleep, still finds them.
@@ -153,7 +153,7 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		m.log.WarnContext(ctx, "checkpoint failed, sleeping with the disk only", "sandbox_id", rec.ID, "err", err)
-		return disk("gVisor could not checkpoint the sandbox (" + err.Error() + "): processes were stopped and start again on wake")
+		return disk("gVisor could not checkpoint the sandbox (" + err.Error() + "): processes were stopped and do not restart on wake (only the disk was kept)")
 	}
 	took := time.Since(start)
 	// The saved sandbox exits; its container is removed here so that teardown does not signal it.

@@ -46,9 +46,9 @@ func (m *Manager) sleepNote(rec store.Sandbox) string {
 	case err != nil:
 		return "runtime " + rec.Runtime + " is not available on this host"
 	case !checkpointer(rt):
-		return "runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and start again on wake"
+		return "runtime " + rt.Name() + " cannot checkpoint memory: processes were stopped and do not restart on wake (only the disk was kept)"
 	default:
-		return "this sleep kept the disk only: processes were stopped and start again on wake"
+		return "this sleep kept the disk only: processes were stopped and do not restart on wake (only the disk was kept)"
 	}
 }
 
