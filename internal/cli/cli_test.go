@@ -211,6 +211,13 @@ func TestExecCommand(t *testing.T) {
 		t.Errorf("hutch exec of an OOM-killed command = %+v; want code 137 and the reason on stderr", r)
 	}
 
+	// A sandbox the call created is named on stderr (a mistyped name makes a new one); an
+	// existing one is not.
+	r = run(t, url, "", "exec", "fresh", "--", "exit 3")
+	if want := "hutch: created sandbox fresh (none had that name; 'hutch destroy fresh' removes it)\nerr1\n"; r.code != 3 || r.stderr != want {
+		t.Errorf("hutch exec in a new sandbox = %+v; want stderr %q", r, want)
+	}
+
 	// Flags after NAME but before "--" are parsed; "--" protects the command's own flags.
 	r = run(t, url, "", "exec", "box", "-s", "s2", "--", "ls", "-la")
 	f.mu.Lock()

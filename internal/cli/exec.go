@@ -86,6 +86,7 @@ func (a *app) runExec(ctx context.Context, name string, argv []string, f execFla
 	if err != nil {
 		return execFailure(ctx, err)
 	}
+	a.noteCreated(sb, name)
 	ev, err := sb.ExecStreamComplete(ctx, JoinCommand(argv), opts, a.stdout, a.stderr)
 	if err != nil {
 		return execFailure(ctx, err)
@@ -143,4 +144,12 @@ func parseEnv(kvs []string) (map[string]string, error) {
 		env[k] = v
 	}
 	return env, nil
+}
+
+// noteCreated says on stderr that the get-or-create call behind a command made sandbox name:
+// a mistyped name would otherwise run the command in a new, empty sandbox without a word.
+func (a *app) noteCreated(sb *client.Sandbox, name string) {
+	if sb.Created() {
+		fmt.Fprintf(a.stderr, "hutch: created sandbox %s (none had that name; 'hutch destroy %s' removes it)\n", name, name)
+	}
 }

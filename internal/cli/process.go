@@ -92,6 +92,7 @@ func (a *app) runSpawn(ctx context.Context, name string, argv []string, f spawnF
 	if err != nil {
 		return err
 	}
+	a.noteCreated(sb, name)
 	p, err := sb.StartProcess(ctx, JoinCommand(argv), client.ProcessOptions{
 		ID: f.id, SessionID: f.session, Env: env, Cwd: f.cwd, LogBufferBytes: f.logBuffer,
 	})

@@ -82,6 +82,7 @@ func (a *app) runCode(ctx context.Context, name, file string, f runFlags) error 
 	if err != nil {
 		return execFailure(ctx, err)
 	}
+	a.noteCreated(sb, name)
 	opts := &client.RunCodeOptions{Context: f.context, Language: f.lang, Timeout: f.timeout}
 	images := 0
 	stamp := time.Now().Format("20060102-150405")

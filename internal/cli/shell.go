@@ -63,6 +63,7 @@ func (a *app) runShell(ctx context.Context, name string, f shellFlags) error {
 	if err != nil {
 		return err
 	}
+	a.noteCreated(sb, name)
 	in, _ := a.stdin.(*os.File)
 	out, _ := a.stdout.(*os.File)
 	tty := in != nil && term.IsTerminal(int(in.Fd()))

@@ -322,24 +322,32 @@ func TestSignalGroupWhilePaused(t *testing.T) {
 // TestGuardStarvedAgent: busy processes that starve the sandbox's agent of CPU, with memory and
 // process counts far under the guard's other causes, have their group killed (cause
 // "starved"); a few busy processes do not. The agent's probe is an exec of `true` (hutchd pings
-// its agent): it needs a task of the sandbox to run, as the agent's answer does.
-//   - 2 busy loops in a lite-sized sandbox: the probe answers, no kill in 40 s.
-//   - 64 busy loops: the guard kills their group; the sandbox runs and answers, and its CPU
-//     quota is back.
+// its agent): it needs a task of the sandbox to run, as the agent's answer does, but costs the
+// Sentry far more than a ping of the running agent (a new process): in 1/16 of a CPU beside 2
+// busy loops, 2 probes in 10 took over 10 s in one CI run and 2 in a row in another, where
+// hutchd's ping of a real agent beside 4 loops took 0.3–1.4 s. The few-processes case
+// therefore runs in 1/8 of a CPU, still throttled all along.
+//   - 2 busy loops in a sandbox of 125 millicpu: the probe runs and answers, no kill in 40 s.
+//   - 64 busy loops in a lite-sized sandbox: the guard kills their group; the sandbox runs and
+//     answers, and its CPU quota is back.
 func TestGuardStarvedAgent(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		busy  int
-		wait  int // seconds the busy processes' parent waits before it ends by itself
-		kills bool
+		name     string
+		busy     int
+		wait     int // seconds the busy processes' parent waits before it ends by itself
+		milliCPU int64 // 0: lite's
+		kills    bool
 	}{
-		{"a few busy processes", 2, 30, false},
-		{"many busy processes", 64, 300, true},
+		{"a few busy processes", 2, 30, 125, false},
+		{"many busy processes", 64, 300, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			ctx := ctxT(t)
 			id, spec, kills := e.liteSpec(t)
+			if tc.milliCPU > 0 {
+				spec.Resources.MilliCPU = tc.milliCPU
+			}
 			probes := make(chan error, 100)
 			e.rt.SetAgentProbe(func(ctx context.Context, id string) error {
 				_, err := e.rt.Exec(ctx, id, []string{"true"}, nil, nil)
@@ -390,6 +398,9 @@ sys.exit(0)
 			}
 			t.Logf("agent probes: %d answered, %d failed", answered, timedOut)
 			if !tc.kills {
+				if answered+timedOut < 2 {
+					t.Fatalf("%d probes ran; want 2 or more (the quota was not spent, or the guard never probed)", answered+timedOut)
+				}
 				if code != 1 {
 					t.Fatalf("exit %d, %q; want the parent's child to end by itself (1: no signal)", code, out)
 				}
