@@ -47,7 +47,8 @@ const InfoFile = "hutchd.json"
 var ClaimDir = hostclaim.DefaultDir
 
 // claimHostNames claims cfg's state directory, cgroup parent, netns and veth prefixes and
-// nftables table for this process (hostclaim.Take).
+// nftables table for this process (hostclaim.Take); the prefixes also against any
+// prefix another daemon holds that overlaps them.
 func claimHostNames(cfg config.Config) (*hostclaim.Claims, error) {
 	state, err := filepath.Abs(cfg.StateDir)
 	if err != nil {
@@ -59,8 +60,8 @@ func claimHostNames(cfg config.Config) (*hostclaim.Claims, error) {
 	return hostclaim.Take(ClaimDir, []hostclaim.Name{
 		{Kind: "state directory", Value: state, Flag: "--state-dir"},
 		{Kind: "cgroup parent", Value: cfg.CgroupParent, Flag: "--cgroup-parent"},
-		{Kind: "netns prefix", Value: cfg.NSPrefix, Flag: "--netns-prefix"},
-		{Kind: "veth prefix", Value: cfg.IfPrefix, Flag: "--if-prefix"},
+		{Kind: "netns prefix", Value: cfg.NSPrefix, Flag: "--netns-prefix", Prefix: true},
+		{Kind: "veth prefix", Value: cfg.IfPrefix, Flag: "--if-prefix", Prefix: true},
 		{Kind: "nftables table", Value: cfg.NftTable, Flag: "--nft-table"},
 	})
 }

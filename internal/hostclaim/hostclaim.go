@@ -30,8 +30,11 @@ const DefaultDir = "/run/hutch/claims"
 
 // Name is one host name a daemon owns: Kind names the resource ("cgroup parent"), Value is
 // the name ("hutch"), and Flag is the option that sets it ("--cgroup-parent"), for the error.
+// Prefix marks a name that owns every host name starting with it (netns and veth prefixes):
+// it conflicts with a held claim of the same kind when either value is a prefix of the other.
 type Name struct {
 	Kind, Value, Flag string
+	Prefix            bool
 }
 
 // Claims are the names a process holds; Release gives them up (exit does too).
@@ -54,8 +57,66 @@ func Take(dir string, names []Name) (*Claims, error) {
 			return nil, err
 		}
 		c.files = append(c.files, f)
+		if n.Prefix {
+			if err := checkOverlap(dir, n); err != nil {
+				c.Release()
+				return nil, err
+			}
+		}
 	}
 	return c, nil
+}
+
+// checkOverlap fails when another process holds a claim of n's kind whose value is a prefix
+// of n's or has n's as a prefix ("hutch" and "hutch-"): each daemon would sweep the other's
+// names. A claim file whose holder is gone is skipped. Two daemons starting at once with
+// overlapping prefixes may both fail; neither starts wrongly.
+func checkOverlap(dir string, n Name) error {
+	kind := strings.ReplaceAll(n.Kind, " ", "-") + "."
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("host claims: %w", err)
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), kind) || e.Name() == fileName(n) {
+			continue
+		}
+		pid, value := readClaim(filepath.Join(dir, e.Name()))
+		if value == "" || !(strings.HasPrefix(value, n.Value) || strings.HasPrefix(n.Value, value)) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // released and removed meanwhile
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB)
+		f.Close() // drops the shared lock if it was taken
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return errdefs.Newf(errdefs.CodeUnavailable,
+				"%s %q overlaps %q of another hutchd (%s): each would remove the other's names as leftovers; give this one a %s that neither starts nor is the start of another's",
+				n.Kind, n.Value, value, holderName(pid), n.Flag)
+		}
+	}
+	return nil
+}
+
+// readClaim returns the PID and value a claim file holds ("PID\nVALUE\n"); 0 and "" when
+// unreadable.
+func readClaim(path string) (int, string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, ""
+	}
+	pidLine, value, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(pidLine))
+	return pid, strings.TrimSuffix(value, "\n")
+}
+
+func holderName(pid int) string {
+	if pid > 0 {
+		return "process " + strconv.Itoa(pid)
+	}
+	return "another process"
 }
 
 func take(dir string, n Name) (*os.File, error) {
@@ -67,21 +128,17 @@ func take(dir string, n Name) (*os.File, error) {
 		return nil, fmt.Errorf("host claims: %w", err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
+		pid, _ := readClaim(path)
 		f.Close()
 		if !errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, fmt.Errorf("host claims: lock %s: %w", path, err)
 		}
-		holder := "another process"
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
-			holder = "process " + strconv.Itoa(pid)
-		}
 		return nil, errdefs.Newf(errdefs.CodeUnavailable,
 			"%s %q is in use by another hutchd (%s): give this one its own %s (two daemons on one host must not share a state directory, cgroup parent, netns or veth prefix, or nftables table)",
-			n.Kind, n.Value, holder, n.Flag)
+			n.Kind, n.Value, holderName(pid), n.Flag)
 	}
 	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"+n.Value+"\n"), 0)
 	}
 	return f, nil
 }

@@ -13,11 +13,11 @@ import (
 )
 
 var names = []Name{
-	{"state directory", "/var/lib/hutch", "--state-dir"},
-	{"cgroup parent", "hutch", "--cgroup-parent"},
-	{"netns prefix", "hutch-", "--netns-prefix"},
-	{"veth prefix", "hsb", "--if-prefix"},
-	{"nftables table", "hutch", "--nft-table"},
+	{"state directory", "/var/lib/hutch", "--state-dir", false},
+	{"cgroup parent", "hutch", "--cgroup-parent", false},
+	{"netns prefix", "hutch-", "--netns-prefix", true},
+	{"veth prefix", "hsb", "--if-prefix", true},
+	{"nftables table", "hutch", "--nft-table", false},
 }
 
 // TestTakeRefusesHeldNames: while one daemon holds its names, a second daemon's Take of a set
@@ -35,7 +35,7 @@ func TestTakeRefusesHeldNames(t *testing.T) {
 			var second []Name
 			for j, n := range names {
 				if j != i {
-					n.Value += "-two"
+					n.Value = "two" + n.Value
 				}
 				second = append(second, n)
 			}
@@ -73,7 +73,7 @@ func TestClaimDiesWithItsHolder(t *testing.T) {
 		t.Skip("flock(1) not installed")
 	}
 	dir := t.TempDir()
-	n := Name{"cgroup parent", "hutch", "--cgroup-parent"}
+	n := Name{"cgroup parent", "hutch", "--cgroup-parent", false}
 	holder := exec.Command("flock", "--no-fork", "-n", filepath.Join(dir, fileName(n)), "sleep", "1000")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
@@ -109,15 +109,73 @@ func TestFileName(t *testing.T) {
 		n    Name
 		want string
 	}{
-		{Name{"cgroup parent", "hutch", ""}, "cgroup-parent.hutch"},
-		{Name{"netns prefix", "hutch-", ""}, "netns-prefix.hutch-"},
-		{Name{"state directory", "/var/lib/hutch", ""}, "state-directory.41db3345e2ca0d66a0cdb2d6"},
+		{Name{Kind: "cgroup parent", Value: "hutch"}, "cgroup-parent.hutch"},
+		{Name{Kind: "netns prefix", Value: "hutch-"}, "netns-prefix.hutch-"},
+		{Name{Kind: "state directory", Value: "/var/lib/hutch"}, "state-directory.41db3345e2ca0d66a0cdb2d6"},
 	} {
 		if got := fileName(tc.n); got != tc.want {
 			t.Errorf("fileName(%+v) = %q; want %q", tc.n, got, tc.want)
 		}
 	}
-	if a, b := fileName(Name{"state directory", "/a/b", ""}), fileName(Name{"state directory", "/a.b", ""}); a == b || strings.Contains(a, "/") {
+	if a, b := fileName(Name{Kind: "state directory", Value: "/a/b"}), fileName(Name{Kind: "state directory", Value: "/a.b"}); a == b || strings.Contains(a, "/") {
 		t.Errorf("state directory files %q, %q: want distinct, without a slash", a, b)
+	}
+}
+
+// TestTakeRefusesOverlappingPrefixes: a netns or veth prefix that starts, or is the start of,
+// one another daemon holds is refused (each would sweep the other's names); a prefix that only
+// shares letters is not, nor one whose holder is gone.
+func TestTakeRefusesOverlappingPrefixes(t *testing.T) {
+	dir := t.TempDir()
+	held, err := Take(dir, []Name{{"netns prefix", "hutch-", "--netns-prefix", true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{
+		{"hutch", false},      // sweeps "hutch-…"
+		{"hutch-e2e-", false}, // swept by "hutch-"
+		{"h", false},
+		{"hutche2e-", true},
+		{"hutcx-", true},
+	} {
+		c, err := Take(dir, []Name{{"netns prefix", tc.value, "--netns-prefix", true}})
+		if tc.ok {
+			if err != nil {
+				t.Errorf("Take(%q) beside \"hutch-\" = %v; want it granted", tc.value, err)
+				continue
+			}
+			c.Release()
+			continue
+		}
+		if err == nil {
+			c.Release()
+			t.Errorf("Take(%q) beside \"hutch-\" succeeded; want a refusal", tc.value)
+			continue
+		}
+		if !errdefs.IsCode(err, errdefs.CodeUnavailable) || !strings.Contains(err.Error(), `overlaps "hutch-"`) || !strings.Contains(err.Error(), "--netns-prefix") {
+			t.Errorf("Take(%q) = %v; want UNAVAILABLE naming the overlap and the flag", tc.value, err)
+		}
+		// The refused Take holds nothing: its own name is free again.
+		if c, err := Take(dir, []Name{{"cgroup parent", tc.value, "", false}}); err != nil {
+			t.Errorf("after the refusal of %q: %v", tc.value, err)
+		} else {
+			c.Release()
+		}
+	}
+	// Another kind with an overlapping value is no conflict.
+	if c, err := Take(dir, []Name{{"veth prefix", "hutch", "--if-prefix", true}}); err != nil {
+		t.Errorf("a veth prefix beside a netns prefix: %v", err)
+	} else {
+		c.Release()
+	}
+	// Once its holder is gone, an overlapping prefix is granted (its file stays behind).
+	held.Release()
+	if c, err := Take(dir, []Name{{"netns prefix", "hutch", "--netns-prefix", true}}); err != nil {
+		t.Errorf("Take after the holder released: %v", err)
+	} else {
+		c.Release()
 	}
 }

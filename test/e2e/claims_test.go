@@ -14,8 +14,8 @@ import (
 )
 
 // TestSecondDaemonRefusesSharedNames starts a second hutchd beside the test daemon with names
-// of its own but one: the test daemon's cgroup parent, netns prefix, nftables table or state
-// directory. Each would let the second daemon's recovery take the first one's sandboxes for
+// of its own but one: the test daemon's cgroup parent, netns prefix (or a prefix of it),
+// nftables table or state directory. Each would let the second daemon's recovery take the first one's sandboxes for
 // leftovers and kill them; each must make it exit at once with an error naming the resource
 // and the flag, and the first daemon's sandbox keeps its process.
 func TestSecondDaemonRefusesSharedNames(t *testing.T) {
@@ -29,15 +29,18 @@ func TestSecondDaemonRefusesSharedNames(t *testing.T) {
 		"--if-prefix":     "hcl",
 		"--nft-table":     "hutchclaim",
 	}
+	const inUse = "is in use by another hutchd"
 	for _, tc := range []struct {
-		flag, value, kind string
+		flag, value, kind, want string
 	}{
-		{"--cgroup-parent", cgroupDir, "cgroup parent"},
-		{"--netns-prefix", nsPrefix, "netns prefix"},
-		{"--nft-table", nftTable, "nftables table"},
-		{"--state-dir", d.StateDir, "state directory"},
+		{"--cgroup-parent", cgroupDir, "cgroup parent", inUse},
+		{"--netns-prefix", nsPrefix, "netns prefix", inUse},
+		// A prefix of the test daemon's would sweep its namespaces too.
+		{"--netns-prefix", strings.TrimSuffix(nsPrefix, "-"), "netns prefix", "overlaps"},
+		{"--nft-table", nftTable, "nftables table", inUse},
+		{"--state-dir", d.StateDir, "state directory", inUse},
 	} {
-		t.Run(tc.kind, func(t *testing.T) {
+		t.Run(tc.kind+" "+tc.value, func(t *testing.T) {
 			args := []string{
 				"--listen", "127.0.0.1:39411", "--preview-listen", "off", "--images-dir", imagesDir(),
 				"--subnet", "10.86.0.0/16", "--dns-port", "39153", "--http-port", "39101", "--tls-port", "39102",
@@ -67,7 +70,7 @@ func TestSecondDaemonRefusesSharedNames(t *testing.T) {
 				value = s
 			}
 			out := stderr.String()
-			for _, part := range []string{tc.kind, value, "is in use by another hutchd", tc.flag} {
+			for _, part := range []string{tc.kind, value, tc.want, tc.flag} {
 				if err == nil || !strings.Contains(out, part) {
 					t.Fatalf("second hutchd sharing %s: err %v, output:\n%s\nwant an exit naming %q", tc.flag, err, out, part)
 				}

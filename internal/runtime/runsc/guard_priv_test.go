@@ -334,7 +334,7 @@ func TestGuardStarvedAgent(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		busy     int
-		wait     int // seconds the busy processes' parent waits before it ends by itself
+		wait     int   // seconds the busy processes' parent waits before it ends by itself
 		milliCPU int64 // 0: lite's
 		kills    bool
 	}{
