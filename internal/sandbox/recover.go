@@ -20,12 +20,12 @@ import (
 // recorded as running whose container runs and whose agent answers is re-adopted: it keeps its
 // processes, and its network is registered again with the egress service, and its idle timer
 // starts again from now. Every other container, overlay mount, network namespace, host veth
-// and cgroup of ours is removed; records left in creating or running are marked stopped, and records left
-// in stopping or starting (a sleep or wake that hutchd's crash cut short) are finished as
-// sleeping, their disk flushed: the next request starts them again, and a sleep can be asked
-// again (it is then a no-op); one with snapshotOnSleep whose sleep was cut short gets its
-// sleep snapshot. Recover must run before requests are served, after SetSleepSnapshotter and
-// SetTreeSource.
+// and cgroup of ours is removed; records left in creating or running are marked stopped, and
+// records left in stopping or starting (a sleep or wake that hutchd's crash cut short) are
+// finished as sleeping, their disk flushed: the next request starts them again, and a sleep
+// can be asked again (it is then a no-op); one with snapshotOnSleep whose sleep was cut short
+// gets its sleep snapshot. Recover must run before requests are served, after
+// SetSleepSnapshotter and SetTreeSource.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.List(ctx)
 	if err != nil {
