@@ -21,9 +21,9 @@ func (a *app) snapshotCommand() *cobra.Command {
 		Short: "Snapshot a sandbox's whole disk and configuration; prints the snapshot ID",
 		Long: `Capture sandbox NAME's whole disk (every change since its image, deletions included) and
 its configuration as a content-addressed snapshot in hutchd's blob store, and print its ID
-(sha256-…) alone on stdout (its layer count and size go to stderr). A running sandbox is frozen while its disk is read. Start a sandbox from it with
-'hutch create NEW --snapshot ID' or the SDK, or reset a sandbox to it with
-'hutch restore-snapshot'.`,
+(sha256-…) alone on stdout (its layer count and size go to stderr). A running sandbox is
+frozen while its disk is read. Start a sandbox from it with 'hutch create NEW --snapshot ID'
+or the SDK, or reset a sandbox to it with 'hutch restore-snapshot'.`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := a.client()

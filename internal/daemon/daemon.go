@@ -43,9 +43,6 @@ const Version = "0.1.0"
 // InfoFile is written in the state dir at start so the CLI finds the daemon: {"url", "pid"}.
 const InfoFile = "hutchd.json"
 
-// ClaimDir is where hutchd claims its host names (internal/hostclaim); a variable for tests.
-var ClaimDir = hostclaim.DefaultDir
-
 // claimHostNames claims cfg's state directory, cgroup parent, netns and veth prefixes and
 // nftables table for this process (hostclaim.Take); the prefixes also against any
 // prefix another daemon holds that overlaps them.
@@ -57,7 +54,7 @@ func claimHostNames(cfg config.Config) (*hostclaim.Claims, error) {
 	if s, err := filepath.EvalSymlinks(state); err == nil {
 		state = s
 	}
-	return hostclaim.Take(ClaimDir, []hostclaim.Name{
+	return hostclaim.Take(hostclaim.DefaultDir, []hostclaim.Name{
 		{Kind: "state directory", Value: state, Flag: "--state-dir"},
 		{Kind: "cgroup parent", Value: cfg.CgroupParent, Flag: "--cgroup-parent"},
 		{Kind: "netns prefix", Value: cfg.NSPrefix, Flag: "--netns-prefix", Prefix: true},

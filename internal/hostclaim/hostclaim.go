@@ -72,7 +72,7 @@ func Take(dir string, names []Name) (*Claims, error) {
 // names. A claim file whose holder is gone is skipped. Two daemons starting at once with
 // overlapping prefixes may both fail; neither starts wrongly.
 func checkOverlap(dir string, n Name) error {
-	kind := strings.ReplaceAll(n.Kind, " ", "-") + "."
+	kind := kindPrefix(n.Kind)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("host claims: %w", err)
@@ -146,14 +146,16 @@ func take(dir string, n Name) (*os.File, error) {
 // fileName is n's claim file: the kind, and the value itself when it is a plain name, else its
 // hash (a state directory's path).
 func fileName(n Name) string {
-	kind := strings.ReplaceAll(n.Kind, " ", "-")
 	v := n.Value
 	if v == "" || strings.ContainsAny(v, "/.\x00") || len(v) > 64 {
 		sum := sha256.Sum256([]byte(v))
 		v = hex.EncodeToString(sum[:12])
 	}
-	return kind + "." + v
+	return kindPrefix(n.Kind) + v
 }
+
+// kindPrefix is how the claim files of a kind begin: "cgroup-parent.".
+func kindPrefix(kind string) string { return strings.ReplaceAll(kind, " ", "-") + "." }
 
 // Release gives up every claim. It is safe to call more than once.
 func (c *Claims) Release() {
