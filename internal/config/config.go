@@ -133,8 +133,8 @@ type Config struct {
 	// LogValueMaxBytes is the most bytes of the message and of any one value of a log line;
 	// longer ones are cut with a "…[N bytes cut]" marker. Default 1024.
 	LogValueMaxBytes int `json:"logValueMaxBytes"`
-	// LogSandboxRate is how many log lines per second one sandbox may cause on average, in
-	// bursts of 10× that; the rest are counted and reported once a minute per sandbox ("log
+	// LogSandboxRate is how many log lines per second one sandbox may cause on average at each
+	// level, in bursts of 10× that; the rest are counted and reported once a minute per sandbox ("log
 	// lines suppressed"). -1 turns the limit off. Default 5.
 	LogSandboxRate int `json:"logSandboxRate"`
 	// AuditLogMaxBytes and AuditLogFiles bound <StateDir>/audit.log the same way. Defaults
@@ -314,7 +314,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	logMax := fs.Int("log-max-bytes", 0, "size at which --log-file is rotated (env HUTCH_LOG_MAX_BYTES; default 16 MiB)")
 	logFiles := fs.Int("log-files", 0, "rotated log files kept (env HUTCH_LOG_FILES; default 3)")
 	logValueMax := fs.Int("log-value-max-bytes", 0, "longest message or value in a log line, longer ones are cut (env HUTCH_LOG_VALUE_MAX_BYTES; default 1024)")
-	logRate := fs.Int("log-sandbox-rate", 0, "log lines per second one sandbox may cause, bursts of 10x, the rest counted; -1 off (env HUTCH_LOG_SANDBOX_RATE; default 5)")
+	logRate := fs.Int("log-sandbox-rate", 0, "log lines per second and level one sandbox may cause, bursts of 10x, the rest counted; -1 off (env HUTCH_LOG_SANDBOX_RATE; default 5)")
 	auditMax := fs.Int("audit-log-max-bytes", 0, "size at which <state-dir>/audit.log is rotated (env HUTCH_AUDIT_LOG_MAX_BYTES; default 16 MiB)")
 	auditFiles := fs.Int("audit-log-files", 0, "rotated audit log files kept (env HUTCH_AUDIT_LOG_FILES; default 3)")
 	egressMax := fs.Int("egress-log-max-bytes", 0, "size at which a sandbox's egress.jsonl is rotated (env HUTCH_EGRESS_LOG_MAX_BYTES; default 8 MiB)")

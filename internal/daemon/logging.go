@@ -13,7 +13,7 @@ import (
 // Log is hutchd's logger: slog's text format on standard error or, with cfg.LogFile, in a file
 // rotated at cfg.LogMaxBytes keeping cfg.LogFiles old ones; every line goes through a
 // logbound.Handler (values cut at cfg.LogValueMaxBytes, lines about one sandbox limited to
-// cfg.LogSandboxRate per second), since sandbox code chooses much of what hutchd logs.
+// cfg.LogSandboxRate per second and level), since sandbox code chooses much of what hutchd logs.
 type Log struct {
 	*slog.Logger
 	bound *logbound.Handler

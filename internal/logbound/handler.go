@@ -1,8 +1,8 @@
-// Package logbound bounds what code inside a sandbox can make hutchd write to its log: a
-// slog.Handler wrapper that cuts every long value and rate-limits the lines of each sandbox.
-// Sandbox code reaches the log through values hutchd logs on its behalf (egress targets, host
-// names, DNS names, error texts quoting them); without this a refused 60 KB request target
-// logged 200 times wrote 12 MB.
+// Package logbound bounds what code inside a sandbox can make hutchd write to its logs: a
+// slog.Handler wrapper that cuts every long value and rate-limits the lines of each sandbox,
+// and a size-rotated file. Sandbox code chooses much of what hutchd logs on its behalf (egress
+// request targets, host and DNS names, error texts quoting them) and how often: each of those
+// must cost the host a bounded number of bytes.
 package logbound
 
 import (
@@ -10,7 +10,9 @@ import (
 	"encoding"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -39,8 +41,10 @@ type Options struct {
 	// Stringer or other value (formatted as the handler would); a longer one is cut at a UTF-8
 	// boundary and ends with "…[N bytes cut]".
 	MaxValue int
-	// Rate is how many lines per second one sandbox may log on average, in bursts of Burst;
-	// a negative Rate turns the limit off.
+	// Rate is how many lines per second one sandbox may log on average at each level, in
+	// bursts of Burst; a negative Rate turns the limit off. Levels have buckets of their own
+	// so that a flood of debug lines (one per egress request) leaves room for the sandbox's
+	// lifecycle lines at info, and a flood at info for its warnings.
 	Rate  float64
 	Burst int
 	// Summary is how often the suppressed lines of each sandbox are reported, one line per
@@ -67,8 +71,13 @@ type state struct {
 	root slog.Handler // the wrapped handler as given to New, for summary lines
 
 	mu          sync.Mutex
-	buckets     map[string]*bucket // guarded by mu
-	lastSummary time.Time          // guarded by mu
+	buckets     map[bucketKey]*bucket // guarded by mu
+	lastSummary time.Time             // guarded by mu
+}
+
+type bucketKey struct {
+	sandbox string
+	level   slog.Level
 }
 
 type bucket struct {
@@ -97,7 +106,7 @@ func New(next slog.Handler, opt Options) *Handler {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	st := &state{opt: opt, root: next, buckets: map[string]*bucket{}, lastSummary: opt.Now()}
+	st := &state{opt: opt, root: next, buckets: map[bucketKey]*bucket{}, lastSummary: opt.Now()}
 	return &Handler{next: next, st: st}
 }
 
@@ -121,7 +130,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	}
 	now := h.st.opt.Now()
 	h.st.summarize(ctx, now, false)
-	if sb != "" && !h.st.allow(sb, now) {
+	if sb != "" && !h.st.allow(bucketKey{sb, r.Level}, now) {
 		return nil
 	}
 	max := h.st.opt.MaxValue
@@ -180,20 +189,20 @@ func (h *Handler) Run(ctx context.Context) {
 // Flush writes the summary lines of all sandboxes with suppressed lines now.
 func (h *Handler) Flush(ctx context.Context) { h.st.summarize(ctx, h.st.opt.Now(), true) }
 
-// allow takes a token from sandbox sb's bucket, or counts the line as suppressed.
-func (s *state) allow(sb string, now time.Time) bool {
+// allow takes a token from bucket k, or counts the line as suppressed.
+func (s *state) allow(k bucketKey, now time.Time) bool {
 	if s.opt.Rate < 0 {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b := s.buckets[sb]
+	b := s.buckets[k]
 	if b == nil {
 		if len(s.buckets) >= maxTracked {
 			s.forgetIdle(now)
 		}
 		b = &bucket{tokens: float64(s.opt.Burst), last: now}
-		s.buckets[sb] = b
+		s.buckets[k] = b
 	}
 	if el := now.Sub(b.last).Seconds(); el > 0 {
 		b.tokens = min(float64(s.opt.Burst), b.tokens+el*s.opt.Rate)
@@ -231,6 +240,7 @@ func (s *state) summarize(ctx context.Context, now time.Time, force bool) {
 		n  int
 	}
 	var lines []line
+	at := map[string]int{} // index in lines by sandbox: one line per sandbox, all levels
 	s.mu.Lock()
 	if !force && now.Sub(s.lastSummary) < s.opt.Summary {
 		s.mu.Unlock()
@@ -238,12 +248,19 @@ func (s *state) summarize(ctx context.Context, now time.Time, force bool) {
 	}
 	window := now.Sub(s.lastSummary)
 	s.lastSummary = now
-	for sb, b := range s.buckets {
-		if b.suppressed > 0 {
-			lines = append(lines, line{sb, b.suppressed})
-			b.suppressed = 0
+	for k, b := range s.buckets {
+		if b.suppressed == 0 {
+			continue
 		}
+		if i, ok := at[k.sandbox]; ok {
+			lines[i].n += b.suppressed
+		} else {
+			at[k.sandbox] = len(lines)
+			lines = append(lines, line{k.sandbox, b.suppressed})
+		}
+		b.suppressed = 0
 	}
+	slices.SortFunc(lines, func(a, b line) int { return strings.Compare(a.sb, b.sb) })
 	s.mu.Unlock()
 	if !s.root.Enabled(ctx, slog.LevelWarn) {
 		return

@@ -102,9 +102,9 @@ func TestTruncation(t *testing.T) {
 	})
 }
 
-// TestRateLimitPerSandbox: a sandbox gets Burst lines, then Rate per second; another
-// sandbox's budget and lines about no sandbox are unaffected; the sandbox is found in the
-// record's attributes and in With's.
+// TestRateLimitPerSandbox: a sandbox gets Burst lines, then Rate per second, at each level;
+// another sandbox's budget and lines about no sandbox are unaffected; the sandbox is found in
+// the record's attributes and in With's.
 func TestRateLimitPerSandbox(t *testing.T) {
 	l, _, buf, clk := newTest(Options{Rate: 5, Burst: 10, Summary: time.Hour})
 	count := func(s string) int { return strings.Count(buf.String(), s) }
@@ -122,6 +122,16 @@ func TestRateLimitPerSandbox(t *testing.T) {
 	if n := count("hutchd line"); n != 100 {
 		t.Errorf("lines without a sandbox: %d; want all 100", n)
 	}
+	for range 100 {
+		l.Debug("debug a", "sandbox_id", "a")
+	}
+	l.Warn("sandbox a going to sleep", "sandbox_id", "a")
+	if n := count("debug a"); n != 10 {
+		t.Errorf("sandbox a at debug: %d lines; want a burst of its own, 10", n)
+	}
+	if n := count("sandbox a going to sleep"); n != 1 {
+		t.Errorf("sandbox a's warning after floods at info and debug: %d lines; want 1", n)
+	}
 	clk.add(time.Second)
 	for range 100 {
 		l.Info("flood a", "sandbox_id", "a")
@@ -131,15 +141,16 @@ func TestRateLimitPerSandbox(t *testing.T) {
 	}
 }
 
-// TestSummaryLine: suppressed lines are reported per sandbox with their count, once the
-// summary interval has passed (on the next line, or by Flush), and the counts restart.
+// TestSummaryLine: suppressed lines are reported per sandbox with their count (all levels
+// together), once the summary interval has passed (on the next line, or by Flush), and the counts restart.
 func TestSummaryLine(t *testing.T) {
 	l, h, buf, clk := newTest(Options{Rate: 1, Burst: 2, Summary: time.Minute})
 	for range 50 {
 		l.Info("flood", "sandbox_id", "a")
 	}
-	for range 7 {
+	for range 4 {
 		l.Info("flood", "sandbox_id", "b")
+		l.Debug("flood", "sandbox_id", "b")
 	}
 	if strings.Contains(buf.String(), SummaryMessage) {
 		t.Fatalf("summary before the interval:\n%s", buf.String())
@@ -150,7 +161,7 @@ func TestSummaryLine(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		`level=WARN msg="log lines suppressed" sandbox_id=a suppressed=48 window=1m0s`,
-		`level=WARN msg="log lines suppressed" sandbox_id=b suppressed=5 window=1m0s`,
+		`level=WARN msg="log lines suppressed" sandbox_id=b suppressed=4 window=1m0s`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
