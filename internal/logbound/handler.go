@@ -24,8 +24,8 @@ const (
 	DefaultRate     = 5
 	DefaultBurst    = 50
 	DefaultSummary  = time.Minute
-	// DefaultKey is the attribute naming the sandbox a line is about, as hutchd's packages
-	// log it.
+	// DefaultKey is the attribute naming the sandbox a line is about, as most of hutchd's
+	// packages log it; the runtimes (runc, runsc and its memory guard) name it "id".
 	DefaultKey = "sandbox_id"
 	// maxTracked bounds the sandboxes whose buckets are kept between summaries; past it the
 	// idle ones are forgotten first.
@@ -50,8 +50,10 @@ type Options struct {
 	// Summary is how often the suppressed lines of each sandbox are reported, one line per
 	// sandbox ("log lines suppressed", with the count), by Run or the next line logged.
 	Summary time.Duration
-	// Key is the attribute naming the sandbox (top level, from the record or from With).
-	Key string
+	// Keys are the attributes naming the sandbox (top level, from the record or from With),
+	// the first one found counting; the summary line uses the first key. Default DefaultKey
+	// and "id".
+	Keys []string
 	// Now is the clock (tests).
 	Now func() time.Time
 }
@@ -61,7 +63,7 @@ type Options struct {
 type Handler struct {
 	next    slog.Handler
 	st      *state
-	sandbox string // the Key value given to WithAttrs, if any
+	sandbox string // the value of one of Keys given to WithAttrs, if any
 	grouped bool   // WithGroup was called: later attributes are not top level
 }
 
@@ -100,8 +102,8 @@ func New(next slog.Handler, opt Options) *Handler {
 	if opt.Summary <= 0 {
 		opt.Summary = DefaultSummary
 	}
-	if opt.Key == "" {
-		opt.Key = DefaultKey
+	if len(opt.Keys) == 0 {
+		opt.Keys = []string{DefaultKey, "id"}
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
@@ -121,7 +123,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	sb := h.sandbox
 	if sb == "" && !h.grouped {
 		r.Attrs(func(a slog.Attr) bool {
-			if a.Key == h.st.opt.Key {
+			if slices.Contains(h.st.opt.Keys, a.Key) {
 				sb = a.Value.Resolve().String()
 				return false
 			}
@@ -151,7 +153,7 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
 	b := make([]slog.Attr, len(attrs))
 	for i, a := range attrs {
 		b[i] = bound(a, h.st.opt.MaxValue)
-		if !h.grouped && a.Key == h.st.opt.Key {
+		if !h.grouped && c.sandbox == "" && slices.Contains(h.st.opt.Keys, a.Key) {
 			c.sandbox = b[i].Value.String()
 		}
 	}
@@ -267,7 +269,7 @@ func (s *state) summarize(ctx context.Context, now time.Time, force bool) {
 	}
 	for _, l := range lines {
 		r := slog.NewRecord(now, slog.LevelWarn, SummaryMessage, 0)
-		r.AddAttrs(slog.String(s.opt.Key, l.sb), slog.Int("suppressed", l.n),
+		r.AddAttrs(slog.String(s.opt.Keys[0], l.sb), slog.Int("suppressed", l.n),
 			slog.Duration("window", window.Round(time.Millisecond)))
 		_ = s.root.Handle(ctx, r)
 	}

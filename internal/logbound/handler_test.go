@@ -119,6 +119,12 @@ func TestRateLimitPerSandbox(t *testing.T) {
 	if n := count("flood b"); n != 10 {
 		t.Errorf("sandbox b (With): %d lines; want 10", n)
 	}
+	for range 100 {
+		l.Warn("memory guard: nothing to kill", "id", "c") // the runtimes' key
+	}
+	if n := count("memory guard"); n != 10 {
+		t.Errorf("sandbox c (key id): %d lines; want 10", n)
+	}
 	if n := count("hutchd line"); n != 100 {
 		t.Errorf("lines without a sandbox: %d; want all 100", n)
 	}
