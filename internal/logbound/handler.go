@@ -124,7 +124,7 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	if sb == "" && !h.grouped {
 		r.Attrs(func(a slog.Attr) bool {
 			if slices.Contains(h.st.opt.Keys, a.Key) {
-				sb = a.Value.Resolve().String()
+				sb = cut(a.Value.Resolve().String(), h.st.opt.MaxValue) // a bounded map key
 				return false
 			}
 			return true
