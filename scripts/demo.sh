@@ -25,14 +25,14 @@ if curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1; then
   echo "==> hutchd already answers on $LISTEN; using it"
 else
   mkdir -p "$STATE_DIR"
-  echo "==> starting hutchd on $LISTEN (log: $STATE_DIR/hutchd.log)"
-  nohup ./bin/hutchd --state-dir "$STATE_DIR" --listen "$LISTEN" \
-    --upstream "git.internal=$GIT_ADDR" >>"$STATE_DIR/hutchd.log" 2>&1 &
+  echo "==> starting hutchd on $LISTEN (log: $STATE_DIR/hutchd.log, rotated; startup errors: $STATE_DIR/hutchd.stderr)"
+  nohup ./bin/hutchd --state-dir "$STATE_DIR" --listen "$LISTEN" --log-file "$STATE_DIR/hutchd.log" \
+    --upstream "git.internal=$GIT_ADDR" >>"$STATE_DIR/hutchd.stderr" 2>&1 &
   for _ in $(seq 1 100); do
     curl -fsS "http://$LISTEN/v1/health" >/dev/null 2>&1 && break
     sleep 0.1
   done
-  curl -fsS "http://$LISTEN/v1/health" >/dev/null || { tail -20 "$STATE_DIR/hutchd.log"; exit 1; }
+  curl -fsS "http://$LISTEN/v1/health" >/dev/null || { tail -20 "$STATE_DIR/hutchd.stderr" "$STATE_DIR/hutchd.log"; exit 1; }
 fi
 
 echo "==> default image (built once with debootstrap, then reused)"

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -26,14 +25,25 @@ func main() {
 		fmt.Fprintln(os.Stderr, "hutchd:", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: cfg.SlogLevel()}))
+	os.Exit(run(cfg))
+}
+
+func run(cfg config.Config) int {
+	log, err := daemon.OpenLog(cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hutchd:", err)
+		return 2
+	}
+	defer log.Close()
 	if os.Geteuid() != 0 {
 		log.Warn("hutchd is not running as root: runc, mounts and network namespaces will fail")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := daemon.Run(ctx, cfg, log); err != nil {
+	go log.Run(ctx)
+	if err := daemon.Run(ctx, cfg, log.Logger); err != nil {
 		log.Error("hutchd failed", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }

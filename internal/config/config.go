@@ -122,6 +122,29 @@ type Config struct {
 	StopGrace Duration `json:"stopGrace"`
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string `json:"logLevel"`
+	// LogFile is the file hutchd writes its log to, rotated at LogMaxBytes keeping LogFiles
+	// rotated files (LogFile.1 newest); empty (the default): standard error, for a supervisor
+	// that bounds it (journald).
+	LogFile string `json:"logFile"`
+	// LogMaxBytes and LogFiles bound LogFile on disk to (1+LogFiles)×LogMaxBytes. Defaults
+	// 16 MiB and 3.
+	LogMaxBytes int `json:"logMaxBytes"`
+	LogFiles    int `json:"logFiles"`
+	// LogValueMaxBytes is the most bytes of the message and of any one value of a log line;
+	// longer ones are cut with a "…[N bytes cut]" marker. Default 1024.
+	LogValueMaxBytes int `json:"logValueMaxBytes"`
+	// LogSandboxRate is how many log lines per second one sandbox may cause on average at each
+	// level, in bursts of 10× that; the rest are counted and reported once a minute per sandbox ("log
+	// lines suppressed"). -1 turns the limit off. Default 5.
+	LogSandboxRate int `json:"logSandboxRate"`
+	// AuditLogMaxBytes and AuditLogFiles bound <StateDir>/audit.log the same way. Defaults
+	// 16 MiB and 3.
+	AuditLogMaxBytes int `json:"auditLogMaxBytes"`
+	AuditLogFiles    int `json:"auditLogFiles"`
+	// EgressLogMaxBytes and EgressLogFiles bound each sandbox's egress event file
+	// (<StateDir>/sandboxes/<id>/egress.jsonl) the same way. Defaults 8 MiB and 2.
+	EgressLogMaxBytes int `json:"egressLogMaxBytes"`
+	EgressLogFiles    int `json:"egressLogFiles"`
 
 	// BlobStore is where backups are kept: "local" (a directory, the default) or "s3"
 	// (S3-compatible object storage, the S3* keys).
@@ -202,38 +225,46 @@ func Defaults() Config {
 	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	sort.Strings(cas)
 	return Config{
-		StateDir:         "/var/lib/hutch",
-		Listen:           "127.0.0.1:7411",
-		AgentBinary:      filepath.Join(filepath.Dir(exe), "hutch-init"),
-		RuncBinary:       "runc",
-		Runtime:          "runc",
-		RunscBinary:      "runsc",
-		RunscPlatform:    "systrap",
-		Subnet:           "10.88.0.0/16",
-		IfPrefix:         "hsb",
-		NSPrefix:         "hutch-",
-		NftTable:         "hutch",
-		CgroupParent:     "hutch",
-		DNSPort:          15053,
-		HTTPPort:         15001,
-		TLSPort:          15002,
-		Upstreams:        map[string]string{},
-		ExtraCACerts:     cas,
-		StopGrace:        Duration(5 * time.Second),
-		PreviewListen:    "127.0.0.1:7412",
-		PreviewDomain:    "localhost",
-		ProcessLogBytes:  4 << 20,
-		APIRateLimit:     1000,
-		ProcessRetention: Duration(time.Hour),
-		LogLevel:         "info",
-		BlobStore:        "local",
-		BackupGCInterval: Duration(10 * time.Minute),
-		BackupOrphanAge:  Duration(time.Hour),
-		DataVolumeSize:   "auto",
-		DiskQuota:        "on",
-		SleepMemory:      "on",
-		UserNS:           "on",
-		ConsoleDir:       defaultConsoleDir(exe),
+		StateDir:          "/var/lib/hutch",
+		Listen:            "127.0.0.1:7411",
+		AgentBinary:       filepath.Join(filepath.Dir(exe), "hutch-init"),
+		RuncBinary:        "runc",
+		Runtime:           "runc",
+		RunscBinary:       "runsc",
+		RunscPlatform:     "systrap",
+		Subnet:            "10.88.0.0/16",
+		IfPrefix:          "hsb",
+		NSPrefix:          "hutch-",
+		NftTable:          "hutch",
+		CgroupParent:      "hutch",
+		DNSPort:           15053,
+		HTTPPort:          15001,
+		TLSPort:           15002,
+		Upstreams:         map[string]string{},
+		ExtraCACerts:      cas,
+		StopGrace:         Duration(5 * time.Second),
+		PreviewListen:     "127.0.0.1:7412",
+		PreviewDomain:     "localhost",
+		ProcessLogBytes:   4 << 20,
+		APIRateLimit:      1000,
+		ProcessRetention:  Duration(time.Hour),
+		LogLevel:          "info",
+		LogMaxBytes:       16 << 20,
+		LogFiles:          3,
+		LogValueMaxBytes:  1 << 10,
+		LogSandboxRate:    5,
+		AuditLogMaxBytes:  16 << 20,
+		AuditLogFiles:     3,
+		EgressLogMaxBytes: 8 << 20,
+		EgressLogFiles:    2,
+		BlobStore:         "local",
+		BackupGCInterval:  Duration(10 * time.Minute),
+		BackupOrphanAge:   Duration(time.Hour),
+		DataVolumeSize:    "auto",
+		DiskQuota:         "on",
+		SleepMemory:       "on",
+		UserNS:            "on",
+		ConsoleDir:        defaultConsoleDir(exe),
 	}
 }
 
@@ -279,6 +310,15 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
+	logFile := fs.String("log-file", "", "file hutchd logs to, rotated (env HUTCH_LOG_FILE; default standard error)")
+	logMax := fs.Int("log-max-bytes", 0, "size at which --log-file is rotated (env HUTCH_LOG_MAX_BYTES; default 16 MiB)")
+	logFiles := fs.Int("log-files", 0, "rotated log files kept (env HUTCH_LOG_FILES; default 3)")
+	logValueMax := fs.Int("log-value-max-bytes", 0, "longest message or value in a log line, longer ones are cut (env HUTCH_LOG_VALUE_MAX_BYTES; default 1024)")
+	logRate := fs.Int("log-sandbox-rate", 0, "log lines per second and level one sandbox may cause, bursts of 10x, the rest counted; -1 off (env HUTCH_LOG_SANDBOX_RATE; default 5)")
+	auditMax := fs.Int("audit-log-max-bytes", 0, "size at which <state-dir>/audit.log is rotated (env HUTCH_AUDIT_LOG_MAX_BYTES; default 16 MiB)")
+	auditFiles := fs.Int("audit-log-files", 0, "rotated audit log files kept (env HUTCH_AUDIT_LOG_FILES; default 3)")
+	egressMax := fs.Int("egress-log-max-bytes", 0, "size at which a sandbox's egress.jsonl is rotated (env HUTCH_EGRESS_LOG_MAX_BYTES; default 8 MiB)")
+	egressFiles := fs.Int("egress-log-files", 0, "rotated egress event files kept per sandbox (env HUTCH_EGRESS_LOG_FILES; default 2)")
 	blobStore := fs.String("blob-store", "", `backup storage, "local" or "s3" (env HUTCH_BLOB_STORE; default local)`)
 	blobDir := fs.String("blob-dir", "", "local blob store directory (env HUTCH_BLOB_DIR; default <state-dir>/blobs)")
 	s3Endpoint := fs.String("s3-endpoint", "", "S3 endpoint host[:port] (env HUTCH_S3_ENDPOINT)")
@@ -344,6 +384,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	pick(&c.NftTable, *table, "HUTCH_NFT_TABLE")
 	pick(&c.CgroupParent, *cgParent, "HUTCH_CGROUP_PARENT")
 	pick(&c.LogLevel, *logLevel, "HUTCH_LOG_LEVEL")
+	pick(&c.LogFile, *logFile, "HUTCH_LOG_FILE")
 	pick(&c.PreviewListen, *previewListen, "HUTCH_PREVIEW_LISTEN")
 	pick(&c.PreviewDomain, *previewDomain, "HUTCH_PREVIEW_DOMAIN")
 	pick(&c.PreviewTLSCert, *previewCert, "HUTCH_PREVIEW_TLS_CERT")
@@ -408,7 +449,11 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
 		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
 		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"},
-		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"}} {
+		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"},
+		{&c.LogMaxBytes, *logMax, "HUTCH_LOG_MAX_BYTES"}, {&c.LogFiles, *logFiles, "HUTCH_LOG_FILES"},
+		{&c.LogValueMaxBytes, *logValueMax, "HUTCH_LOG_VALUE_MAX_BYTES"}, {&c.LogSandboxRate, *logRate, "HUTCH_LOG_SANDBOX_RATE"},
+		{&c.AuditLogMaxBytes, *auditMax, "HUTCH_AUDIT_LOG_MAX_BYTES"}, {&c.AuditLogFiles, *auditFiles, "HUTCH_AUDIT_LOG_FILES"},
+		{&c.EgressLogMaxBytes, *egressMax, "HUTCH_EGRESS_LOG_MAX_BYTES"}, {&c.EgressLogFiles, *egressFiles, "HUTCH_EGRESS_LOG_FILES"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -553,6 +598,23 @@ func (c Config) Validate() error {
 	}
 	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
 		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)
+	}
+	for _, b := range []struct {
+		name       string
+		size, keep int
+	}{{"log", c.LogMaxBytes, c.LogFiles}, {"audit log", c.AuditLogMaxBytes, c.AuditLogFiles}, {"egress log", c.EgressLogMaxBytes, c.EgressLogFiles}} {
+		if b.size < 64<<10 || b.keep < 1 || b.keep > 100 {
+			bad("%s max bytes %d and files %d: want at least 64 KiB, and 1 to 100 files", b.name, b.size, b.keep)
+		}
+	}
+	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
+		bad("log file %q must be an absolute path", c.LogFile)
+	}
+	if c.LogValueMaxBytes < 64 {
+		bad("log value max bytes %d must be at least 64", c.LogValueMaxBytes)
+	}
+	if c.LogSandboxRate < -1 || c.LogSandboxRate == 0 {
+		bad("log sandbox rate %d: want lines per second (at least 1) or -1 for off", c.LogSandboxRate)
 	}
 	if c.ProcessRetention < Duration(time.Second) {
 		bad("process retention %s must be at least 1s", time.Duration(c.ProcessRetention))

@@ -64,6 +64,13 @@ func TestLoadRejects(t *testing.T) {
 		{"--dns-port", "70000"},
 		{"--log-level", "loud"},
 		{"--disk-quota", "maybe"},
+		{"--log-file", "relative.log"},
+		{"--log-max-bytes", "1000"},
+		{"--log-files", "-1"},
+		{"--audit-log-files", "1000"},
+		{"--egress-log-max-bytes", "10"},
+		{"--log-value-max-bytes", "8"},
+		{"--log-sandbox-rate", "-5"},
 		{"--no-such-flag"},
 	} {
 		if _, err := Load(args, env(nil)); !errdefsInvalid(err) {
@@ -74,4 +81,41 @@ func TestLoadRejects(t *testing.T) {
 
 func errdefsInvalid(err error) bool {
 	return err != nil && errdefs.CodeOf(err) == errdefs.CodeInvalidArgument
+}
+
+// TestLogBounds: the bounds of hutchd's log, the audit log and the egress event files have
+// defaults and are set by the config file, the HUTCH_* twins and the flags, in that order.
+func TestLogBounds(t *testing.T) {
+	def, err := Load(nil, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.LogFile != "" || def.LogMaxBytes != 16<<20 || def.LogFiles != 3 || def.LogValueMaxBytes != 1024 || def.LogSandboxRate != 5 ||
+		def.AuditLogMaxBytes != 16<<20 || def.AuditLogFiles != 3 || def.EgressLogMaxBytes != 8<<20 || def.EgressLogFiles != 2 {
+		t.Errorf("defaults: %+v", def)
+	}
+	file := filepath.Join(t.TempDir(), "hutchd.json")
+	if err := os.WriteFile(file, []byte(`{"logFile":"/var/log/a.log","logMaxBytes":1048576,"logFiles":5,"auditLogMaxBytes":2097152,"egressLogFiles":4,"logSandboxRate":-1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]string{"--config", file, "--log-files", "7", "--egress-log-max-bytes", "131072"}, env(map[string]string{
+		"HUTCH_LOG_FILE":            "/var/log/b.log",
+		"HUTCH_LOG_FILES":           "6",
+		"HUTCH_AUDIT_LOG_FILES":     "9",
+		"HUTCH_LOG_VALUE_MAX_BYTES": "256",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := []int{cfg.LogMaxBytes, cfg.LogFiles, cfg.LogValueMaxBytes, cfg.LogSandboxRate, cfg.AuditLogMaxBytes, cfg.AuditLogFiles, cfg.EgressLogMaxBytes, cfg.EgressLogFiles}
+	want := []int{1 << 20, 7, 256, -1, 2 << 20, 9, 128 << 10, 4}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("bounds = %v; want %v", got, want)
+			break
+		}
+	}
+	if cfg.LogFile != "/var/log/b.log" {
+		t.Errorf("LogFile = %q; the env twin must win over the file", cfg.LogFile)
+	}
 }

@@ -95,7 +95,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 
 	// The audit log: requests through the API and decisions hutchd takes by itself (from
 	// recovery on), in <state>/audit.log.
-	auditLog, err := openAuditLog(cfg.StateDir)
+	auditLog, err := openAuditLog(cfg)
 	if err != nil {
 		return err
 	}
@@ -127,8 +127,8 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Egress audit log: <state>/sandboxes/<id>/egress.jsonl.
-	egressAudit, err := audit.New(filepath.Join(cfg.StateDir, "sandboxes"), 0, log.With("component", "egress-audit"))
+	// Egress audit log: <state>/sandboxes/<id>/egress.jsonl, and cfg.EgressLogFiles rotated ones.
+	egressAudit, err := audit.New(filepath.Join(cfg.StateDir, "sandboxes"), int64(cfg.EgressLogMaxBytes), 1+cfg.EgressLogFiles, log.With("component", "egress-audit"))
 	if err != nil {
 		return err
 	}

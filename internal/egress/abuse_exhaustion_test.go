@@ -126,7 +126,7 @@ func newAbuseAuthority(t *testing.T, ids ...string) *mitm.Authority {
 // reaches the sink, and a legitimate post-quantum ClientHello split over two TCP segments
 // still works afterwards.
 func TestAbuseExhaustion(t *testing.T) {
-	alog, err := audit.New(t.TempDir(), 0, nil)
+	alog, err := audit.New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

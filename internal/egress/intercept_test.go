@@ -212,7 +212,7 @@ func TestInterceptInjectsAndRedacts(t *testing.T) {
 }
 
 func TestInterceptPlaceholders(t *testing.T) {
-	alog, err := audit.New(t.TempDir(), 0, nil)
+	alog, err := audit.New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func rawHTTP(t *testing.T, n *netns.Net, addr, req string) (*http.Response, stri
 // test 8 on port 80 (CONNECT 405, absolute-form 400, sandbox-sent Hutch-* headers never reach
 // the handler).
 func TestPlainHTTPRequests(t *testing.T) {
-	alog, err := audit.New(t.TempDir(), 0, nil)
+	alog, err := audit.New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

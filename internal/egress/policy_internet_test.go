@@ -34,7 +34,7 @@ func newInternetHarness(t *testing.T, cfg Config) *internetHarness {
 	t.Helper()
 	requirePrivileges(t)
 	n := egresstest.NewInternet(t, egresstest.InternetConfig{})
-	alog, err := audit.New(t.TempDir(), 0, nil)
+	alog, err := audit.New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ import (
 //     redacted;
 //  4. audit events carry no placeholder (http and violation events' path and host).
 func TestRedactionFindings(t *testing.T) {
-	alog, err := audit.New(t.TempDir(), 0, nil)
+	alog, err := audit.New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,6 @@
 // Package audit is the egress audit log (EGRESS.md §7): one JSON object per line per sandbox
 // in <root>/<sandboxID>/egress.jsonl, rotated at 8 MiB into egress.jsonl.1 and .2 (so at most
-// 3 files, 24 MiB, per sandbox), with a per-sandbox monotonically increasing Seq as the read
+// 3 files, 24 MiB, per sandbox; both figures are New's parameters), with a per-sandbox monotonically increasing Seq as the read
 // cursor. Kinds: dns, conn, http, violation, policy.updated, limit.
 //
 // Emit never blocks the data path: events go through a bounded channel (DefaultQueue) to one
@@ -23,10 +23,12 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Event kinds.
@@ -100,6 +102,7 @@ var idRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 type Log struct {
 	root    string
 	maxFile int64
+	nfiles  int // egress.jsonl and its rotated files
 	log     *slog.Logger
 	q       chan item
 	done    chan struct{}
@@ -120,18 +123,23 @@ type Log struct {
 }
 
 // New returns a Log writing under root (created when missing) and starts its writer.
-// maxFile <= 0 means DefaultMaxFile.
-func New(root string, maxFile int64, log *slog.Logger) (*Log, error) {
+// maxFile <= 0 means DefaultMaxFile; files (the current file and the rotated ones kept, at
+// least 2) <= 0 means DefaultFiles.
+func New(root string, maxFile int64, files int, log *slog.Logger) (*Log, error) {
 	if maxFile <= 0 {
 		maxFile = DefaultMaxFile
 	}
+	if files <= 0 {
+		files = DefaultFiles
+	}
+	files = max(files, 2)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	l := &Log{root: root, maxFile: maxFile, log: log, q: make(chan item, DefaultQueue), done: make(chan struct{}),
+	l := &Log{root: root, maxFile: maxFile, nfiles: files, log: log, q: make(chan item, DefaultQueue), done: make(chan struct{}),
 		seqs: map[string]uint64{}, subs: map[string]map[chan Event]struct{}{}, sizes: map[string]int64{}}
 	go l.run()
 	return l, nil
@@ -144,6 +152,7 @@ func (l *Log) Emit(sandboxID string, e Event) {
 		return
 	}
 	e.Sandbox = sandboxID
+	boundFields(&e)
 	if e.TS.IsZero() {
 		e.TS = time.Now().UTC()
 	}
@@ -157,6 +166,44 @@ func (l *Log) Emit(sandboxID string, e Event) {
 	default:
 		l.dropped.Add(1)
 	}
+}
+
+// MaxField is the most bytes kept of any string of an event (host, path, DNS name, reason,
+// …, most of them chosen by code in the sandbox); a longer one is cut at a UTF-8 boundary and
+// ends with "…[N bytes cut]". So one event is a few KiB at most and a file's bound is reached
+// by many events, not by a few huge ones.
+const MaxField = 1 << 10
+
+// boundFields cuts e's strings to MaxField.
+func boundFields(e *Event) {
+	for _, p := range []*string{&e.Decision, &e.Reason, &e.Rule, &e.Mode, &e.QName, &e.QType, &e.Rcode,
+		&e.Host, &e.OrigDst, &e.Proto, &e.Method, &e.Path, &e.Query, &e.Upstream, &e.Handler,
+		&e.Location, &e.Limit} {
+		*p = cutField(*p)
+	}
+	for _, l := range []*[]string{&e.Injected, &e.Secrets, &e.Added, &e.Removed} {
+		for i, v := range *l {
+			if len(v) > MaxField {
+				c := slices.Clone(*l) // the caller's slice stays as it is
+				for j := i; j < len(c); j++ {
+					c[j] = cutField(c[j])
+				}
+				*l = c
+				break
+			}
+		}
+	}
+}
+
+func cutField(s string) string {
+	if len(s) <= MaxField {
+		return s
+	}
+	n := MaxField
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…[" + strconv.Itoa(len(s)-n) + " bytes cut]"
 }
 
 // item is a queued event, or a control request for the writer (flush, remove) with done
@@ -275,7 +322,7 @@ func (l *Log) write(e Event) error {
 		}
 	}
 	if size > 0 && size+int64(len(line)) > l.maxFile {
-		for i := DefaultFiles - 1; i >= 1; i-- {
+		for i := l.nfiles - 1; i >= 1; i-- {
 			from := path
 			if i > 1 {
 				from = path + "." + strconv.Itoa(i-1)
@@ -307,7 +354,7 @@ func (l *Log) write(e Event) error {
 func (l *Log) files(id string) []string {
 	path := filepath.Join(l.dir(id), fileName)
 	var out []string
-	for i := DefaultFiles - 1; i >= 1; i-- {
+	for i := l.nfiles - 1; i >= 1; i-- {
 		out = append(out, path+"."+strconv.Itoa(i))
 	}
 	return append(out, path)

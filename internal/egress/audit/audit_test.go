@@ -3,6 +3,7 @@ package audit
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +12,7 @@ import (
 
 func TestEmitReadRotate(t *testing.T) {
 	root := t.TempDir()
-	l, err := New(root, 4096, nil)
+	l, err := New(root, 4096, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestEmitReadRotate(t *testing.T) {
 	}
 	// Seq continues across a restart.
 	l.Close()
-	l2, err := New(root, 4096, nil)
+	l2, err := New(root, 4096, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestEmitReadRotate(t *testing.T) {
 }
 
 func TestEmitNeverBlocks(t *testing.T) {
-	l, err := New(t.TempDir(), 0, nil)
+	l, err := New(t.TempDir(), 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +108,57 @@ func TestEmitNeverBlocks(t *testing.T) {
 	evs, _ := l.Read("sb", 0, 10000)
 	if uint64(len(evs))+l.Dropped() < 40000 && len(evs) < 10000 {
 		t.Errorf("written %d + dropped %d < emitted", len(evs), l.Dropped())
+	}
+}
+
+// TestEventsBoundedUnderFlood: events whose sandbox-chosen strings are 60 KB (a request
+// target, a DNS name) are cut to MaxField, so a flood leaves whole JSON lines of a few KiB in
+// at most `files` files of maxFile bytes.
+func TestEventsBoundedUnderFlood(t *testing.T) {
+	root := t.TempDir()
+	const maxFile, files = 64 << 10, 2
+	l, err := New(root, maxFile, files, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	big := strings.Repeat("A", 60_000)
+	injected := []string{big}
+	for i := 0; i < 2000; i++ {
+		l.Emit("sb1", Event{Kind: KindHTTP, Decision: "refused", Host: big, Path: "/" + big, QName: big, Injected: injected})
+		if i%500 == 0 {
+			l.Flush()
+		}
+	}
+	l.Flush()
+	if injected[0] != big {
+		t.Error("Emit changed the caller's slice")
+	}
+	entries, err := os.ReadDir(filepath.Join(root, "sb1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(root, "sb1", e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += len(b)
+		for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+			if len(line) > 8<<10 {
+				t.Fatalf("%s: an event of %d bytes; want fields cut at %d", e.Name(), len(line), MaxField)
+			}
+		}
+	}
+	if len(entries) != files || total > files*maxFile {
+		t.Errorf("%d files, %d bytes; want %d files, at most %d bytes", len(entries), total, files, files*maxFile)
+	}
+	evs, err := l.Read("sb1", 0, 1)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Read = %d events, %v", len(evs), err)
+	}
+	if want := "…[" + strconv.Itoa(60_001-MaxField) + " bytes cut]"; !strings.HasSuffix(evs[0].Path, want) || len(evs[0].Host) > MaxField+32 {
+		t.Errorf("path %q…, host %d bytes; want cut with %q", evs[0].Path[:20], len(evs[0].Host), want)
 	}
 }
