@@ -35,8 +35,10 @@ func TestSlowloris(t *testing.T) {
 	requireEnv(t)
 	sb := sandbox(t, "e2e-slowloris", nil)
 	ctx := ctxT(t, 5*time.Minute)
-	if _, err := sb.Exec(ctx, "true", nil); err != nil {
+	if res, err := sb.Exec(ctx, "sh -c 'ulimit -n'", nil); err != nil {
 		t.Fatal(err)
+	} else {
+		t.Logf("the sandbox's RLIMIT_NOFILE: %s", strings.TrimSpace(string(res.Stdout)))
 	}
 	pid := d.Pid()
 	if pid == 0 {
