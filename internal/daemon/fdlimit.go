@@ -11,12 +11,12 @@ import (
 	"github.com/hutchdev/hutch/internal/connlimit"
 )
 
-// noFileTarget is the RLIMIT_NOFILE hutchd raises itself to, soft and hard, when it may (as
-// root), capped by fs.nr_open: containerd's and Docker's default. hutchd holds a descriptor
-// per client connection, per egress connection and its upstream (up to
-// proxy.MaxConnsPerSandbox of each per sandbox), per agent connection and per open log, so the
-// 1,024 or 20,000 a host may give a service is far too few; the listener caps below, not this
-// limit, are what keep a flood from taking them all.
+// noFileTarget is the RLIMIT_NOFILE hutchd raises itself to, soft and hard, when it may
+// (CAP_SYS_RESOURCE: root has it unless a container manager withheld it), capped by
+// fs.nr_open: containerd's and Docker's default. hutchd holds a descriptor per client
+// connection, per egress connection and its upstream, per agent connection and per open log,
+// so the 1,024 a host may give a service is too few; the connection caps (clientLimits,
+// proxy.MaxConns), not this limit, are what keep a flood from taking them all.
 const noFileTarget = 1 << 20
 
 // DefaultMaxConns bounds the default cap of the API and preview listeners' open client
@@ -41,7 +41,7 @@ func raiseNoFile(log *slog.Logger) uint64 {
 		}
 	}
 	if rl.Max < want {
-		// Only root (CAP_SYS_RESOURCE) may raise the hard limit; others keep theirs.
+		// Only CAP_SYS_RESOURCE may raise the hard limit; without it hutchd keeps its own.
 		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: want, Max: want}); err == nil {
 			rl = syscall.Rlimit{Cur: want, Max: want}
 		}
