@@ -61,9 +61,6 @@ func New(name string, lim Limits, log *slog.Logger) *Limiter {
 	return &Limiter{name: name, lim: lim, log: log, now: time.Now, untrusted: list.New(), byAddr: map[netip.Addr]*list.List{}}
 }
 
-// Limits returns the caps l enforces.
-func (l *Limiter) Limits() Limits { return l.lim }
-
 // Open is how many connections are open through l.
 func (l *Limiter) Open() int {
 	l.mu.Lock()
