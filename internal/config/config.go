@@ -23,6 +23,14 @@ import (
 	"github.com/hutchdev/hutch/internal/volume"
 )
 
+// DefaultMaxConnsPerClient is MaxConnsPerClient's default: how many connections one client
+// address may hold open on a listener before presenting a valid token. Real clients present
+// theirs in their first request, milliseconds after connecting, and then stop counting, so
+// this bounds only connections being opened at the same instant: far more than an SDK's or
+// the e2e suite's concurrency from 127.0.0.1, or a browser's six per preview host, while a
+// flood of half-sent requests from one address holds at most this many file descriptors.
+const DefaultMaxConnsPerClient = 256
+
 // Config is hutchd's configuration.
 type Config struct {
 	// StateDir holds the token, the SQLite database, images and sandboxes. Default /var/lib/hutch.
@@ -113,6 +121,17 @@ type Config struct {
 	// PreviewMaxBodyBytes bounds the body of a request through a preview URL, in bytes; past
 	// it: 413 REQUEST_TOO_LARGE. 0 (the default): preview.DefaultMaxRequestBody, 1 GiB.
 	PreviewMaxBodyBytes int `json:"previewMaxBodyBytes"`
+	// MaxConns is how many client connections the API listener may hold open at once, and the
+	// preview listener as many again; past it the oldest connection that has not presented a
+	// valid token is closed (internal/connlimit). 0 (the default): 10,000, or an eighth of
+	// hutchd's RLIMIT_NOFILE when that is less, so the two listeners never take more than a
+	// quarter of hutchd's file descriptors.
+	MaxConns int `json:"maxConns"`
+	// MaxConnsPerClient is how many connections one client IP address may hold open on each
+	// of the API and preview listeners before it has presented a valid token (the API token,
+	// a preview URL's token); past it its oldest such connection is closed. Connections that
+	// presented one do not count. -1: no per-address cap. Default DefaultMaxConnsPerClient.
+	MaxConnsPerClient int `json:"maxConnsPerClient"`
 	// ProcessLogBytes is the default per-stream log buffer of a background process, in bytes
 	// (older output is dropped past it, with a marker). Default 4 MiB.
 	ProcessLogBytes int `json:"processLogBytes"`
@@ -247,6 +266,7 @@ func Defaults() Config {
 		PreviewDomain:     "localhost",
 		ProcessLogBytes:   4 << 20,
 		APIRateLimit:      1000,
+		MaxConnsPerClient: DefaultMaxConnsPerClient,
 		ProcessRetention:  Duration(time.Hour),
 		LogLevel:          "info",
 		LogMaxBytes:       16 << 20,
@@ -307,6 +327,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	apiRate := fs.Int("api-rate-limit", 0, "API requests per second per client address, bursts of 5x; -1 off (env HUTCH_API_RATE_LIMIT; default 1000)")
 	maxUpload := fs.Int("max-upload-bytes", 0, "largest file upload (PUT .../files) in bytes (env HUTCH_MAX_UPLOAD_BYTES; default 20 GB)")
 	previewMaxBody := fs.Int("preview-max-body-bytes", 0, "largest request body through a preview URL in bytes (env HUTCH_PREVIEW_MAX_BODY_BYTES; default 1 GiB)")
+	maxConns := fs.Int("max-conns", 0, "client connections open at once on the API listener, and on the preview listener (env HUTCH_MAX_CONNS; default 10000 or RLIMIT_NOFILE/8)")
+	maxConnsPerClient := fs.Int("max-conns-per-client", 0, "connections one client address may hold open before presenting a valid token, per listener; -1 off (env HUTCH_MAX_CONNS_PER_CLIENT; default 256)")
 	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
 	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
 	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
@@ -449,7 +471,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
 		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
 		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"},
-		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"},
+		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"}, {&c.MaxConns, *maxConns, "HUTCH_MAX_CONNS"},
+		{&c.MaxConnsPerClient, *maxConnsPerClient, "HUTCH_MAX_CONNS_PER_CLIENT"},
 		{&c.LogMaxBytes, *logMax, "HUTCH_LOG_MAX_BYTES"}, {&c.LogFiles, *logFiles, "HUTCH_LOG_FILES"},
 		{&c.LogValueMaxBytes, *logValueMax, "HUTCH_LOG_VALUE_MAX_BYTES"}, {&c.LogSandboxRate, *logRate, "HUTCH_LOG_SANDBOX_RATE"},
 		{&c.AuditLogMaxBytes, *auditMax, "HUTCH_AUDIT_LOG_MAX_BYTES"}, {&c.AuditLogFiles, *auditFiles, "HUTCH_AUDIT_LOG_FILES"},
@@ -595,6 +618,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxUploadBytes < 0 || c.PreviewMaxBodyBytes < 0 {
 		bad("max upload bytes %d and preview max body bytes %d must be positive (or 0 for the default)", c.MaxUploadBytes, c.PreviewMaxBodyBytes)
+	}
+	if c.MaxConns < 0 {
+		bad("max conns %d: want connections (at least 1) or 0 for the default", c.MaxConns)
+	}
+	if c.MaxConnsPerClient < -1 || c.MaxConnsPerClient == 0 {
+		bad("max conns per client %d: want connections (at least 1) or -1 for off", c.MaxConnsPerClient)
 	}
 	if c.ProcessLogBytes < 64<<10 || c.ProcessLogBytes > 256<<20 {
 		bad("process log bytes %d must be between 64 KiB and 256 MiB", c.ProcessLogBytes)

@@ -52,6 +52,26 @@ func TestLoadPrecedence(t *testing.T) {
 	if _, err := Load([]string{"--sleep-memory", "swap"}, env(nil)); err == nil {
 		t.Errorf("--sleep-memory swap accepted")
 	}
+	if cfg.MaxConns != 0 || cfg.MaxConnsPerClient != DefaultMaxConnsPerClient {
+		t.Errorf("MaxConns %d MaxConnsPerClient %d; want the defaults 0 (auto) and %d", cfg.MaxConns, cfg.MaxConnsPerClient, DefaultMaxConnsPerClient)
+	}
+	if err := os.WriteFile(file, []byte(`{"maxConns":500,"maxConnsPerClient":7}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args          []string
+		env           map[string]string
+		conns, client int
+	}{
+		{[]string{"--config", file}, nil, 500, 7},
+		{[]string{"--config", file}, map[string]string{"HUTCH_MAX_CONNS": "600", "HUTCH_MAX_CONNS_PER_CLIENT": "-1"}, 600, -1},
+		{[]string{"--config", file, "--max-conns", "700", "--max-conns-per-client", "9"}, map[string]string{"HUTCH_MAX_CONNS": "600"}, 700, 9},
+	} {
+		cfg, err := Load(tc.args, env(tc.env))
+		if err != nil || cfg.MaxConns != tc.conns || cfg.MaxConnsPerClient != tc.client {
+			t.Errorf("Load(%v, %v): MaxConns %d MaxConnsPerClient %d (%v); want %d, %d", tc.args, tc.env, cfg.MaxConns, cfg.MaxConnsPerClient, err, tc.conns, tc.client)
+		}
+	}
 }
 
 func TestLoadRejects(t *testing.T) {
@@ -71,6 +91,8 @@ func TestLoadRejects(t *testing.T) {
 		{"--egress-log-max-bytes", "10"},
 		{"--log-value-max-bytes", "8"},
 		{"--log-sandbox-rate", "-5"},
+		{"--max-conns", "-5"},
+		{"--max-conns-per-client", "-2"},
 		{"--no-such-flag"},
 	} {
 		if _, err := Load(args, env(nil)); !errdefsInvalid(err) {

@@ -21,6 +21,7 @@ import (
 	"github.com/hutchdev/hutch/internal/backup"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/config"
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/console"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
@@ -39,6 +40,11 @@ import (
 
 // Version is hutchd's version string.
 const Version = "0.1.0"
+
+// ReadHeaderTimeout is how long the API and preview listeners wait for a request's headers
+// (and, with TLS, the handshake): a real client sends them at once, and each half-sent request
+// holds a connection until then.
+const ReadHeaderTimeout = 10 * time.Second
 
 // InfoFile is written in the state dir at start so the CLI finds the daemon: {"url", "pid"}.
 const InfoFile = "hutchd.json"
@@ -68,6 +74,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	nofile := raiseNoFile(log)
 	// The names whose leftovers Recover removes are this daemon's alone while it runs: a
 	// second hutchd sharing one refuses to start rather than kill this one's sandboxes.
 	claims, err := claimHostNames(cfg)
@@ -228,7 +235,13 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	// Client connections are capped per listener (clientLimits), well below the fd limit, so
+	// a flood of idle or half-sent connections cannot starve hutchd's own descriptors: agent
+	// connections, egress, SQLite, logs.
+	lims := clientLimits(cfg, nofile)
+	log.Info("client connection caps", "max_per_listener", lims.Total, "max_unauthenticated_per_address", lims.PerAddr)
 	if pv != nil {
+		pv.ln = connlimit.New("preview", lims, log.With("component", "preview")).Wrap(pv.ln)
 		defer pv.ln.Close() // when Run fails before serving
 	}
 
@@ -239,6 +252,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = connlimit.New("api", lims, log.With("component", "api")).Wrap(ln)
 	url := "http://" + ln.Addr().String()
 	if err := writeInfo(cfg.StateDir, url); err != nil {
 		ln.Close()
@@ -267,8 +281,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	srv := &http.Server{
 		Handler:           api,
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       5 * time.Minute,
+		ConnContext:       connlimit.ConnContext,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(api.CloseStreams)

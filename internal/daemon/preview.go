@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/config"
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
@@ -62,8 +63,9 @@ func newPreview(cfg config.Config, ports preview.Store, lookup preview.PortLooku
 		srv: &http.Server{
 			Handler:           proxy,
 			TLSConfig:         tlsCfg,
-			ReadHeaderTimeout: 30 * time.Second,
+			ReadHeaderTimeout: ReadHeaderTimeout,
 			IdleTimeout:       5 * time.Minute,
+			ConnContext:       connlimit.ConnContext, // the proxy trusts routed connections
 			// No WriteTimeout or ReadTimeout: streams, SSE and WebSockets live as long as
 			// both ends want.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),

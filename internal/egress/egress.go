@@ -32,6 +32,7 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/dns"
 	"github.com/hutchdev/hutch/internal/egress/firewall"
@@ -254,6 +255,9 @@ func (s *Service) Start(ctx context.Context) (err error) {
 		pc.Close()
 		return fmt.Errorf("egress: listen dns tcp: %w", err)
 	}
+	// Sandboxes open TCP connections to the DNS server at will: capped per sandbox and in all
+	// (the proxy's listeners cap theirs in proxy.admitConn, once the sandbox is identified).
+	dnsTCP = connlimit.New("egress-dns", connlimit.Limits{PerAddr: dns.MaxTCPConnsPerSandbox, Total: dns.MaxTCPConns}, s.log).Wrap(dnsTCP)
 	if err := s.dns.Start(pc, dnsTCP); err != nil {
 		pc.Close()
 		dnsTCP.Close()

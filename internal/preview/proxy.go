@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -116,6 +117,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w)
 		return
 	}
+	// The visitor knows the URL's token: its connection is no longer one of its address's
+	// capped unrouted connections, and is never closed to make room (internal/connlimit).
+	connlimit.Trust(r.Context())
 	r, ok = p.boundBody(w, r)
 	if !ok {
 		return

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -310,6 +311,10 @@ func (s *Server) auth(h http.HandlerFunc) http.Handler {
 			writeError(w, r, errdefs.New(errdefs.CodeUnauthenticated, "missing or wrong API token: send Authorization: Bearer <token> (hutchd logs where its token file is)"), "")
 			return
 		}
+		// The client holds the token: its connection no longer counts against its address's
+		// cap of not-yet-authenticated connections, and is never closed to make room for one
+		// (internal/connlimit).
+		connlimit.Trust(r.Context())
 		if !s.allow(w, r, s.limiter, "") {
 			return
 		}

@@ -42,6 +42,19 @@ const AnswerTTL = 30
 // resolveTimeout bounds one upstream resolution.
 const resolveTimeout = 5 * time.Second
 
+// Caps of TCP connections to the server (the listener passed to Start should be wrapped with
+// them, internal/connlimit): each holds a descriptor in hutchd for up to the 10 s read timeout,
+// and a sandbox may open them as fast as it likes. A resolver needs TCP only for answers that
+// do not fit in UDP, a few at a time.
+const (
+	// MaxTCPConnsPerSandbox is how many TCP connections one sandbox (source address) may hold
+	// open; past it its oldest is closed.
+	MaxTCPConnsPerSandbox = 64
+	// MaxTCPConns is how many all sandboxes together may hold open; past it the oldest is
+	// closed.
+	MaxTCPConns = 4096
+)
+
 // Config configures a Server. Identify and Floor are required.
 type Config struct {
 	// Identify maps a query's source address to its sandbox and that sandbox's gateway.

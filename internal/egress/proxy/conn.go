@@ -46,6 +46,9 @@ func (c *conn) Close() error {
 	}
 	c.p.mu.Lock()
 	if set := c.p.conns[c.sandboxID]; set != nil {
+		if _, ok := set[c]; ok {
+			c.p.open--
+		}
 		delete(set, c)
 		if len(set) == 0 {
 			delete(c.p.conns, c.sandboxID)
@@ -129,9 +132,10 @@ func (p *Proxy) identify(tc *net.TCPConn) (*conn, error) {
 	if p.closed {
 		return nil, net.ErrClosed
 	}
-	if err := p.admitConn(id, len(p.conns[id])); err != nil { // limit.go: per-sandbox cap
+	if err := p.admitConn(id, len(p.conns[id]), p.open); err != nil { // limit.go: the caps
 		return nil, err
 	}
+	p.open++
 	set := p.conns[id]
 	if set == nil {
 		set = map[*conn]struct{}{}

@@ -86,6 +86,8 @@ type Proxy struct {
 	transports map[string]*http.Transport
 	// conns are the open sandbox connections, by sandbox ID.
 	conns map[string]map[*conn]struct{}
+	// open is how many connections conns holds in all.
+	open int
 	// listeners are the listeners being served.
 	listeners []net.Listener
 	// closed is set by Close.
