@@ -19,7 +19,7 @@ import (
 // over HTTP/1.1 and HTTP/2 on the sandbox side, each against an h2 and an HTTP/1.1-only
 // upstream (1xx lines and chunked trailers parsed by the h1 transport).
 func TestRedactionEveryHeaderBlock(t *testing.T) {
-	const secret = "Zq7uV2mP9xK4rT1bN8cW3yH6dL"  // injected by the rule
+	const secret = "Zq7uV2mP9xK4rT1bN8cW3yH6dL"   // injected by the rule
 	const phReal = "sk-REAL-key-0123456789abcdef" // stands behind the placeholder
 	tok := inject.NewPlaceholder()
 	ph := "sk-" + tok
