@@ -159,13 +159,11 @@ func TestForwardDropsHutchFieldsInEveryBlock(t *testing.T) {
 		if resp.Trailer.Get("X-Done") != "yes" || resp.Trailer.Get("X-Late") != "yes" {
 			t.Errorf("%s: trailers %v; want X-Done and X-Late", resp.Proto, resp.Trailer)
 		}
+		// Declared names are keys of resp.Trailer from the header on: none may be Hutch-*.
 		for k := range resp.Trailer {
 			if strings.HasPrefix(k, "Hutch-") {
 				t.Errorf("%s: trailer %s reached the sandbox: %v", resp.Proto, k, resp.Trailer)
 			}
-		}
-		if strings.Contains(resp.Header.Get("Trailer"), "Hutch-") {
-			t.Errorf("%s: Hutch-* trailer announced: %v", resp.Proto, resp.Header)
 		}
 	}
 }
