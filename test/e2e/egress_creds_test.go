@@ -83,10 +83,13 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 	    {"id": "git", "hosts": ["git.example.test"], "action": "inject",
 	     "inject": {"basicAuth": {"username": "x-access-token", "password": "${secrets.GIT_TOKEN}"}}},
 	    {"id": "api", "hosts": ["api.example.test"], "action": "inject",
+	     "inject": {"setHeaders": {"X-Git-Token": "${secrets.GIT_TOKEN}"}}},
+	    {"id": "reflect", "hosts": ["reflect.example.test"], "action": "inject",
 	     "inject": {"setHeaders": {"X-Git-Token": "${secrets.GIT_TOKEN}"}}}
 	  ],
-	  "placeholders": [{"secret": "OPENAI_API_KEY", "hosts": ["api.example.test"], "prefix": "sk-"}]
+	  "placeholders": [{"secret": "OPENAI_API_KEY", "hosts": ["api.example.test", "reflect.example.test"], "prefix": "sk-"}]
 	}`)
+	inet.StartReflector(t, "reflect.example.test")
 	caBefore, err := sb.EgressCA(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +181,29 @@ func TestEgressCredentialsGitScenario(t *testing.T) {
 		}
 		if strings.Contains(out, apiKey) || !strings.Contains(out, ph) {
 			t.Fatalf("echo not redacted to the placeholder: %s", out)
+		}
+	})
+	t.Run("an upstream's 103 Early Hints reflecting the credentials is redacted", func(t *testing.T) {
+		// The 103 block is written before the final response exists; a field named after the
+		// token arrives lower-cased over HTTP/2.
+		for _, proto := range []string{"--http1.1", "--http2"} {
+			for _, c := range []struct{ query, secret, want string }{
+				{"h=X-Git-Token&name=1", token, "[redacted:GIT_TOKEN]"},
+				{"h=Authorization&from=7&name=1", apiKey, "sk-hutchph_"},
+			} {
+				out := execOK(t, sb, `curl -sS -D - -H "Authorization: Bearer $OPENAI_API_KEY" `+proto+` 'https://reflect.example.test/reflect?info=103&pre=k%3D&`+c.query+`'`)
+				lo := strings.ToLower(out)
+				// Any run of a third of the secret, in any case.
+				for a, n := 0, len(c.secret)/3; a+n <= len(c.secret); a++ {
+					if strings.Contains(lo, strings.ToLower(c.secret[a:a+n])) {
+						t.Fatalf("%s %s: the sandbox saw the secret: %q", proto, c.query, out)
+					}
+				}
+				first, _, _ := strings.Cut(lo, "\r\n\r\n")
+				if !strings.Contains(first, " 103") || !strings.Contains(first, "x-reflected: k="+strings.ToLower(c.want)) {
+					t.Fatalf("%s %s: want a redacted 103 first: %q", proto, c.query, out)
+				}
+			}
 		}
 	})
 

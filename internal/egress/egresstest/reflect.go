@@ -5,16 +5,23 @@ import (
 	"compress/flate"
 	"compress/gzip"
 	"compress/zlib"
+	"crypto/tls"
 	"encoding/base64"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
 
-// ReflectIP is the address of the reflecting server StartReflector adds to the fake internet.
-const ReflectIP = "198.51.100.31"
+// ReflectIP and ReflectH1IP are the addresses of the reflecting servers StartReflector and
+// StartReflectorH1 add to the fake internet.
+const (
+	ReflectIP   = "198.51.100.31"
+	ReflectH1IP = "198.51.100.32"
+)
 
 // StartReflector adds ReflectIP to hxnet, points name (e.g. "reflect.example.test") at it in
 // the DNS authority and serves, on ReflectIP:443 (TLS with the test leaf, h1 and h2) until t
@@ -35,25 +42,51 @@ const ReflectIP = "198.51.100.31"
 //	br, zstd      the plain body labelled "br" or "zstd" (what matters is the label)
 //	base64        standard base64 of the body, not labelled (a token inside base64 data)
 //
-// The response also carries the header X-Reflected: P + value[A:B] + S.
+// The response also carries the header X-Reflected: P + value[A:B] + S. More of the
+// response reflects it on request, each place a header block the proxy must redact:
+//
+//	info=N           an informational response N (e.g. 103) comes first, with X-Reflected and
+//	                 Link: </style.css?v=P+value[A:B]+S>; rel=preload
+//	name=1           a field named "X-" + value[A:B] (as sent: not canonicalised) in the final
+//	                 header and in the informational one; value[A:B] must be a token
+//	trailer=declared the trailer X-Reflected-Trailer (and with name=1 one named
+//	                 "X-T-" + value[A:B]) announced in a Trailer header field
+//	trailer=undeclared the same trailers, not announced
+//
+// With a trailer the body is sent without Content-Length (chunked on HTTP/1.1).
 func (n *Internet) StartReflector(t testing.TB, name string) {
 	t.Helper()
-	if err := ipCmd("-n", InternetNS, "addr", "add", ReflectIP+"/32", "dev", "lo"); err != nil {
+	n.startReflector(t, name, ReflectIP, []string{"h2", "http/1.1"})
+}
+
+// StartReflectorH1 is StartReflector on ReflectH1IP, speaking HTTP/1.1 only (so the proxy's
+// upstream leg is HTTP/1.1 whatever the sandbox speaks: chunked trailers, 1xx lines).
+func (n *Internet) StartReflectorH1(t testing.TB, name string) {
+	t.Helper()
+	n.startReflector(t, name, ReflectH1IP, []string{"http/1.1"})
+}
+
+func (n *Internet) startReflector(t testing.TB, name, ip string, protos []string) {
+	t.Helper()
+	if err := ipCmd("-n", InternetNS, "addr", "add", ip+"/32", "dev", "lo"); err != nil {
 		t.Fatalf("egresstest: %v", err)
 	}
 	var ln net.Listener
 	if err := n.inNS(func() error {
 		var err error
-		ln, err = net.Listen("tcp4", ReflectIP+":443")
+		ln, err = net.Listen("tcp4", ip+":443")
 		return err
 	}); err != nil {
-		ipCmd("-n", InternetNS, "addr", "del", ReflectIP+"/32", "dev", "lo")
+		ipCmd("-n", InternetNS, "addr", "del", ip+"/32", "dev", "lo")
 		t.Fatalf("egresstest: reflector listener: %v", err)
 	}
-	n.SetRecord(name, ReflectIP)
+	n.SetRecord(name, ip)
 	cfg := n.tlsConfig()
-	cfg.NextProtos = []string{"h2", "http/1.1"}
+	cfg.NextProtos = protos
 	srv := &http.Server{Handler: http.HandlerFunc(serveReflect), TLSConfig: cfg, ReadHeaderTimeout: 30 * time.Second}
+	if !slices.Contains(protos, "h2") {
+		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -62,7 +95,7 @@ func (n *Internet) StartReflector(t testing.TB, name string) {
 	t.Cleanup(func() {
 		srv.Close()
 		<-done
-		ipCmd("-n", InternetNS, "addr", "del", ReflectIP+"/32", "dev", "lo")
+		ipCmd("-n", InternetNS, "addr", "del", ip+"/32", "dev", "lo")
 	})
 }
 
@@ -83,6 +116,28 @@ func serveReflect(w http.ResponseWriter, r *http.Request) {
 	to = max(0, min(to, len(v)))
 	from = max(0, min(from, to))
 	body := []byte(q.Get("pre") + v[from:to] + q.Get("post"))
+	named := q.Get("name") == "1"
+	if code, _ := strconv.Atoi(q.Get("info")); code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.Header().Set("X-Reflected", string(body))
+		w.Header().Set("Link", "</style.css?v="+string(body)+">; rel=preload")
+		if named {
+			w.Header()["X-"+v[from:to]] = []string{"1"}
+		}
+		w.WriteHeader(code)
+		// A 1xx does not clear the header map: what follows is the final response's.
+		clear(w.Header())
+	}
+	if named {
+		w.Header()["X-"+v[from:to]] = []string{"1"}
+	}
+	trailers := []string{"X-Reflected-Trailer"}
+	if named {
+		trailers = append(trailers, "X-T-"+v[from:to])
+	}
+	trailer := q.Get("trailer")
+	if trailer == "declared" {
+		w.Header().Set("Trailer", strings.Join(trailers, ", "))
+	}
 	w.Header().Set("X-Reflected", string(body))
 	w.Header().Set("Content-Type", "text/plain")
 	label := ""
@@ -113,8 +168,27 @@ func serveReflect(w http.ResponseWriter, r *http.Request) {
 	if label != "" {
 		w.Header().Set("Content-Encoding", label)
 	}
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if trailer == "" {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.Write(body)
+	if trailer == "undeclared" {
+		// Else a short body is sent with a Content-Length the server works out itself, and
+		// trailers are not sent at all.
+		http.NewResponseController(w).Flush()
+	}
+	for _, k := range trailers {
+		val := string(body)
+		if k != "X-Reflected-Trailer" {
+			val = "1"
+		}
+		switch trailer {
+		case "declared":
+			w.Header().Set(k, val) // servers look declared trailers up canonicalised
+		case "undeclared":
+			w.Header()[http.TrailerPrefix+k] = []string{val}
+		}
+	}
 }
 
 func gzipped(b []byte) []byte {

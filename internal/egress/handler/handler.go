@@ -3,7 +3,8 @@
 // query, headers (minus hop-by-hop and inbound Hutch-*) and streamed body; hutchd adds the
 // Hutch-Forwarded-* headers, Hutch-Sandbox, Hutch-Request-Id, Hutch-Timestamp and an HMAC
 // Hutch-Signature (client/egresshandler verifies it). The handler's response (status,
-// headers minus Hutch-*, streamed body, 101 upgrades) goes back to the sandbox.
+// headers, 1xx and trailers minus Hutch-*, streamed body, 101 upgrades) goes back to the
+// sandbox.
 //
 // Handler URLs are http(s)://host[:port][/base] or unix:/path/to.sock. They are operator
 // configuration, dialled without the sandbox address floor.
@@ -15,6 +16,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -134,10 +136,12 @@ func (h *Handler) Forward(w http.ResponseWriter, r *http.Request, o Origin, key 
 		FlushInterval: -1,
 		ModifyResponse: func(resp *http.Response) error {
 			status = resp.StatusCode
-			for k := range resp.Header {
-				if strings.HasPrefix(strings.ToLower(k), "hutch-") {
-					delete(resp.Header, k)
-				}
+			dropHutch(resp.Header)
+			// Declared trailer names are announced before the body; values (and undeclared
+			// trailers) come with its end.
+			dropHutch(resp.Trailer)
+			if resp.StatusCode != http.StatusSwitchingProtocols {
+				resp.Body = &trailerGuard{ReadCloser: resp.Body, resp: resp}
 			}
 			return nil
 		},
@@ -152,6 +156,48 @@ func (h *Handler) Forward(w http.ResponseWriter, r *http.Request, o Origin, key 
 			writeErr(w, errdefs.Wrap(errdefs.CodeEgressHandlerUnavailable, err, "handler "+strconv.Quote(h.Name)+" is unavailable"))
 		},
 	}
-	rp.ServeHTTP(w, r)
+	rp.ServeHTTP(&infoFilter{ResponseWriter: w}, r)
 	return status
 }
+
+// dropHutch deletes h's Hutch-* fields: the sandbox must not take a handler's header for
+// hutchd's own (Hutch-Egress-Denied...).
+func dropHutch(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(strings.ToLower(k), "hutch-") {
+			delete(h, k)
+		}
+	}
+}
+
+// trailerGuard drops the Hutch-* trailers of resp when its body ends, before the
+// ReverseProxy copies them to the sandbox.
+type trailerGuard struct {
+	io.ReadCloser
+	resp *http.Response
+}
+
+func (g *trailerGuard) Read(p []byte) (int, error) {
+	n, err := g.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		dropHutch(g.resp.Trailer)
+	}
+	return n, err
+}
+
+// infoFilter drops Hutch-* fields from the informational (1xx) responses the ReverseProxy
+// forwards: it writes them from its transport trace hook, outside ModifyResponse. 101 is a
+// final response (ModifyResponse saw it). Unwrap lets http.ResponseController reach the
+// wrapped writer's Flush and Hijack.
+type infoFilter struct {
+	http.ResponseWriter
+}
+
+func (f *infoFilter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		dropHutch(f.ResponseWriter.Header())
+	}
+	f.ResponseWriter.WriteHeader(code)
+}
+
+func (f *infoFilter) Unwrap() http.ResponseWriter { return f.ResponseWriter }

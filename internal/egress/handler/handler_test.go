@@ -1,11 +1,14 @@
 package handler
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -93,6 +96,74 @@ func TestForwardFailures(t *testing.T) {
 	} {
 		if _, err := New("bad", bad); err == nil {
 			t.Errorf("accepted %+v", bad)
+		}
+	}
+}
+
+// TestForwardDropsHutchFieldsInEveryBlock: a handler's Hutch-* fields are dropped from every
+// header block the sandbox gets, not only the final header: a 103 (written from the
+// ReverseProxy's trace hook, before ModifyResponse) and trailers, declared and undeclared,
+// over HTTP/1.1 (chunked) and HTTP/2 on the sandbox side.
+func TestForwardDropsHutchFieldsInEveryBlock(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.Header().Set("Hutch-Egress-Denied", "1")
+		w.WriteHeader(http.StatusEarlyHints)
+		clear(w.Header())
+		w.Header().Set("Trailer", "X-Done, Hutch-Declared")
+		io.WriteString(w, "body")
+		w.Header().Set("X-Done", "yes")
+		w.Header().Set("Hutch-Declared", "forged")
+		w.Header().Set(http.TrailerPrefix+"Hutch-Undeclared", "forged")
+		w.Header().Set(http.TrailerPrefix+"X-Late", "yes")
+	}))
+	defer hs.Close()
+	h, err := New("ops", Config{URL: hs.URL, SigningSecret: "HMAC"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	front := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.Forward(w, r, Origin{Sandbox: "sb1", Scheme: "https", Host: "api.example.test", Port: 443}, key, func(w http.ResponseWriter, err error) {
+			w.WriteHeader(errdefs.HTTPStatus(err))
+		})
+	}))
+	front.EnableHTTP2 = true
+	front.StartTLS()
+	defer front.Close()
+	for _, h2 := range []bool{false, true} {
+		tr := front.Client().Transport.(*http.Transport).Clone()
+		tr.TLSClientConfig.NextProtos = nil // the Protocols below choose
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetHTTP1(!h2)
+		tr.Protocols.SetHTTP2(h2)
+		var info []http.Header
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, hdr textproto.MIMEHeader) error {
+			info = append(info, http.Header(hdr).Clone())
+			return nil
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), "GET", front.URL+"/x", nil)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.ProtoMajor != map[bool]int{false: 1, true: 2}[h2] || string(body) != "body" {
+			t.Fatalf("h2 %v: %s %q", h2, resp.Proto, body)
+		}
+		if len(info) != 1 || info[0].Get("Link") == "" || info[0].Get("Hutch-Egress-Denied") != "" {
+			t.Errorf("%s: 1xx blocks %v; want one 103 with Link and no Hutch-*", resp.Proto, info)
+		}
+		if resp.Trailer.Get("X-Done") != "yes" || resp.Trailer.Get("X-Late") != "yes" {
+			t.Errorf("%s: trailers %v; want X-Done and X-Late", resp.Proto, resp.Trailer)
+		}
+		// Declared names are keys of resp.Trailer from the header on: none may be Hutch-*.
+		for k := range resp.Trailer {
+			if strings.HasPrefix(k, "Hutch-") {
+				t.Errorf("%s: trailer %s reached the sandbox: %v", resp.Proto, k, resp.Trailer)
+			}
 		}
 	}
 }

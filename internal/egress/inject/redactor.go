@@ -26,6 +26,9 @@ type Redactor struct {
 	maxLen int
 	filter [1 << 10]uint64
 	grams  map[uint64][]gramRef
+	// fold is the same Redactor over ASCII lower-cased forms, for text that travels
+	// case-folded (header names: see Header).
+	fold *Redactor
 }
 
 // gramRef is one place a q-gram occurs: pair index and offset in its Find.
@@ -45,6 +48,17 @@ func NewRedactor(pairs []Pair) *Redactor {
 	if len(ps) == 0 {
 		return nil
 	}
+	r := build(ps)
+	lower := make([]Pair, len(ps))
+	for i, p := range ps {
+		lower[i] = Pair{Find: []byte(asciiLower(string(p.Find))), Replace: p.Replace, Whole: p.Whole}
+	}
+	r.fold = build(lower)
+	return r
+}
+
+// build returns the Redactor of ps (no empty Find), without fold.
+func build(ps []Pair) *Redactor {
 	sort.SliceStable(ps, func(i, j int) bool { return len(ps[i].Find) > len(ps[j].Find) })
 	r := &Redactor{pairs: ps, minRun: make([]int, len(ps)), grams: map[uint64][]gramRef{}}
 	shortest := 1 << 30

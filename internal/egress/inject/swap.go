@@ -121,7 +121,8 @@ type Result struct {
 // value. When a violation's action is block or block_and_stop the error wraps ErrViolation and
 // r must not be sent. Locations: "header:<lower-case name>" (Basic credentials decoded),
 // "query", "path", "body" (identity-encoded bodies up to MaxBodySwap; a bigger or encoded
-// body holding a marker is a violation).
+// body holding a marker is a violation); a placeholder in a header or declared trailer name is
+// never swapped and is reported at "header-name".
 func (s *Set) Apply(ctx context.Context, host string, r *http.Request, value func(ctx context.Context, name string) ([]byte, error)) (Result, error) {
 	var res Result
 	if s.Empty() {
@@ -192,6 +193,15 @@ func (s *Set) Apply(ctx context.Context, host string, r *http.Request, value fun
 			}
 		}
 	}
+	// Field names are never a swap location, and arrive case-folded (HTTP/2 lower-cases them,
+	// Go canonicalises them): a placeholder in one is found without regard to case and is a
+	// violation like one in any other place out of scope. Declared request trailers count:
+	// their names go upstream in a Trailer field.
+	for _, h := range []http.Header{r.Header, r.Trailer} {
+		for k := range h {
+			s.nameViolations(k, host, &res, &verr)
+		}
+	}
 	for k, vs := range r.Header {
 		loc := "header:" + strings.ToLower(k)
 		for i, v := range vs {
@@ -236,6 +246,32 @@ func (s *Set) Apply(ctx context.Context, host string, r *http.Request, value fun
 		return res, err
 	}
 	return res, verr
+}
+
+// nameViolations reports the placeholders of s in the field name k (compared without regard
+// to ASCII case) sent towards host: action pass towards a bound host (the placeholder is
+// worthless and the host trusted), else the binding's; verr is set when one must be blocked.
+func (s *Set) nameViolations(k, host string, res *Result, verr *error) {
+	lk := asciiLower(k)
+	if !strings.Contains(lk, Marker) {
+		return
+	}
+	for _, b := range s.byToken {
+		if !strings.Contains(lk, asciiLower(b.Token)) {
+			continue
+		}
+		action := b.OnViolation
+		if b.hostOK(host) {
+			action = OnViolationPass
+		}
+		res.Violations = append(res.Violations, Violation{Secret: b.Secret, Location: "header-name", Action: action})
+		if action != OnViolationPass {
+			if action == OnViolationBlockAndStop {
+				res.Stop = true
+			}
+			*verr = fmt.Errorf("%w: secret %s in a header name towards %s", ErrViolation, b.Secret, host)
+		}
+	}
 }
 
 // body scans (and in "body" scope swaps) r's body.

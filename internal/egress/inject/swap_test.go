@@ -169,3 +169,46 @@ func TestPlaceholderPassAndBodyScope(t *testing.T) {
 		t.Fatalf("block_and_stop: %v %+v", err, res3)
 	}
 }
+
+// TestPlaceholderInHeaderName: a placeholder in a field name (never swapped) is a violation
+// towards another host and passes towards its own, found although the name arrives
+// case-folded (Go canonicalises it; HTTP/2 lower-cases it), in a declared trailer name too.
+func TestPlaceholderInHeaderName(t *testing.T) {
+	s, ph := testSet(t, nil, "")
+	other := "X-" + NewPlaceholder() // a marker, but not this sandbox's placeholder
+	for _, tc := range []struct {
+		name    string
+		header  http.Header
+		trailer http.Header
+		host    string
+		blocked bool
+	}{
+		{"canonicalised name, other host", http.Header{http.CanonicalHeaderKey("x-" + ph): {"1"}}, nil, "evil.example.test", true},
+		{"lower-case name, other host", http.Header{"x-" + strings.ToLower(ph): {"1"}}, nil, "evil.example.test", true},
+		{"declared trailer name, other host", nil, http.Header{http.CanonicalHeaderKey("x-" + ph): nil}, "evil.example.test", true},
+		{"name, bound host", http.Header{http.CanonicalHeaderKey("x-" + ph): {"1"}}, nil, "api.example.test", false},
+		{"another sandbox's placeholder", http.Header{http.CanonicalHeaderKey(other): {"1"}}, nil, "evil.example.test", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newReq(t, "GET", "https://"+tc.host+"/", "", nil)
+			for k, vs := range tc.header {
+				r.Header[k] = vs
+			}
+			r.Trailer = tc.trailer
+			res, err := s.Apply(context.Background(), tc.host, r, value)
+			if got := errors.Is(err, ErrViolation); got != tc.blocked {
+				t.Fatalf("blocked %v (%v), want %v", got, err, tc.blocked)
+			}
+			want := 1
+			if tc.name == "another sandbox's placeholder" {
+				want = 0
+			}
+			if len(res.Violations) != want || (want == 1 && res.Violations[0].Location != "header-name") {
+				t.Fatalf("violations %+v", res.Violations)
+			}
+			if want == 1 && !tc.blocked && res.Violations[0].Action != OnViolationPass {
+				t.Fatalf("towards the bound host: %+v", res.Violations)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -217,10 +218,14 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 	ev.Decision = "allow"
 	start := time.Now()
 	var rr *inject.RedactReader
+	// Header fields redacted or dropped: final header and trailers here, 1xx blocks on the
+	// transport's goroutine.
+	var inHeaders atomic.Int64
 	defer func() {
 		ev.DurMs = time.Since(start).Milliseconds()
+		ev.Redaction = int(inHeaders.Load())
 		if rr != nil {
-			ev.Redaction = rr.Count()
+			ev.Redaction += rr.Count()
 		}
 		p.cfg.Audit(c.sandboxID, ev)
 	}()
@@ -237,7 +242,9 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 			ev.Status = resp.StatusCode
 			resp.Header.Del("Alt-Svc")
 			if red != nil {
-				redactHeader(red, resp.Header)
+				// The final header, and the names of declared trailers (the ReverseProxy
+				// announces them in a Trailer field before the body).
+				inHeaders.Add(int64(red.Header(resp.Header) + red.Header(resp.Trailer)))
 				if resp.StatusCode != http.StatusSwitchingProtocols {
 					// The redactor sees plain bytes or nothing is sent (fail closed).
 					if err := decodeForRedaction(resp, out.Method); err != nil {
@@ -246,7 +253,7 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 					rr = red.Reader(resp.Body)
 					// Trailer values arrive with the end of the body: redact them then, before
 					// the ReverseProxy copies them to the sandbox.
-					resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { redactHeader(red, resp.Trailer) }, onErr: func(err error) {
+					resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { inHeaders.Add(int64(red.Header(resp.Trailer))) }, onErr: func(err error) {
 						if errdefs.IsCode(err, errdefs.CodeEgressUnredactable) {
 							ev.Decision, ev.Reason = "blocked", "response cut off: "+err.Error()
 						}
@@ -281,8 +288,32 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 		},
 	}
 	log.Debug("egress request", "method", out.Method, "host", ev.Host, "scheme", leg.scheme, "rule", ev.Rule, "injected", ev.Injected)
-	rp.ServeHTTP(w, out)
+	rp.ServeHTTP(&infoFilter{ResponseWriter: w, red: red, count: &inHeaders}, out)
 }
+
+// infoFilter filters the informational (1xx) header blocks the ReverseProxy forwards: it
+// writes them from its transport trace hook (Got1xxResponse) as they arrive, before and
+// outside ModifyResponse, so they get here what ModifyResponse does to the final header:
+// Alt-Svc removed and, with a redactor, red.Header (values redacted, fields whose name holds
+// a secret dropped). 101 is a final response and passes (ModifyResponse saw it). Every other
+// method is the wrapped writer's; Unwrap lets http.ResponseController reach its Flush and
+// Hijack.
+type infoFilter struct {
+	http.ResponseWriter
+	red   *inject.Redactor
+	count *atomic.Int64
+}
+
+func (f *infoFilter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		h := f.ResponseWriter.Header()
+		h.Del("Alt-Svc")
+		f.count.Add(int64(f.red.Header(h)))
+	}
+	f.ResponseWriter.WriteHeader(code)
+}
+
+func (f *infoFilter) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // eofHook calls atEOF once, when the body it wraps has been read to its end, and onErr (when
 // set) once, with the first other read error.

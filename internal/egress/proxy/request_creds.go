@@ -82,17 +82,6 @@ func (p *Proxy) applyInject(ctx context.Context, h http.Header, in *policy.Injec
 	return pairs, names, nil
 }
 
-// redactHeader redacts every value of h in place.
-func redactHeader(r *inject.Redactor, h http.Header) {
-	for k, vs := range h {
-		for i, v := range vs {
-			if nv, n := r.String(v); n > 0 {
-				h[k][i] = nv
-			}
-		}
-	}
-}
-
 // placeholderSet returns the sandbox's placeholders under pol (nil when none).
 func (p *Proxy) placeholderSet(ctx context.Context, sandboxID string, pol *policy.Compiled) *inject.Set {
 	if pol == nil || p.icpt == nil || p.icpt.cfg.Placeholders == nil {
