@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/envlimit"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -611,7 +612,9 @@ func validateEnv(env map[string]string) error {
 			}
 		}
 	}
-	return nil
+	// Every process of the sandbox is started with this env: one the kernel refuses would leave
+	// the sandbox unable to start (E2BIG), in error.
+	return envlimit.Check("envVars", env)
 }
 
 // Recheck is called when the agent of a sandbox believed running cannot be reached. If the
