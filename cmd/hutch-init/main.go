@@ -103,6 +103,10 @@ func parse(args []string) (config, error) {
 }
 
 func main() {
+	if err := nondumpable(); err != nil {
+		fmt.Fprintln(os.Stderr, "hutch-init:", err)
+		os.Exit(1)
+	}
 	args := os.Args[1:]
 	if len(args) > 0 && args[0] == "shim" {
 		os.Exit(shim(args[1:]))
@@ -137,6 +141,22 @@ func main() {
 		log.Error("agent failed", "err", err)
 		os.Exit(1)
 	}
+}
+
+// nondumpable makes this process non-dumpable, first thing after every exec of the agent's
+// binary (PID 1, its server, each shim): an exec makes a process dumpable again. The sandbox's
+// root has the agent's uid, so /proc/<pid>/mem (read and write), environ, maps, exe and
+// pidfd_getfd would otherwise all be open to it: the server's heap keeps every command's env
+// (operators' tokens) and PID 1 holds the agent's listening socket. Non-dumpable, they need
+// CAP_SYS_PTRACE in the sandbox's user namespace, which the sandbox never has (not in its
+// bounding set, no_new_privs, no new user namespace: ocispec.Capabilities, the seccomp
+// profile). Until this call the process holds only what the exec gave it (the sandbox's env,
+// or a command's own env, which that command holds too). It fails closed.
+func nondumpable() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_DUMPABLE, 0): %w", err)
+	}
+	return nil
 }
 
 // spareThreads is how many OS threads the server makes at start and keeps idle. Threads count

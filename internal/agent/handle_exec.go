@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/envlimit"
 )
 
 // maxBufferedOutput caps each of stdout and stderr of a buffered exec, in bytes; more is
@@ -70,14 +71,15 @@ func (e execRequest) toSession() (session.Request, error) {
 	return req, nil
 }
 
-// validateEnv rejects names that cannot be in an environment.
+// validateEnv rejects names that cannot be in an environment, and entries or a whole env the
+// kernel would refuse to execve (envlimit).
 func validateEnv(env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid environment variable %q", k).With("name", k)
 		}
 	}
-	return nil
+	return envlimit.Check("env", env)
 }
 
 // bufferOutput collects a command's output for the buffered exec.

@@ -104,9 +104,9 @@ only. --gitignore also leaves out what git ignores in DIR. Progress goes to stde
 				return err
 			}
 			for _, w := range b.Warnings {
-				fmt.Fprintln(a.stderr, "warning:", w)
+				fmt.Fprintln(a.stderr, "warning:", Printable(w))
 			}
-			fmt.Fprintf(a.stderr, "backed up %s: %s in %s\n", b.Dir, humanBytes(b.SizeBytes), time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(a.stderr, "backed up %s: %s in %s\n", Printable(b.Dir), humanBytes(b.SizeBytes), time.Since(start).Round(time.Millisecond))
 			return writeJSON(a.stdout, b)
 		},
 	}
@@ -168,7 +168,7 @@ sandbox's disk instead, and on failure leaves the directory as it was. Progress 
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "restored %s into %s (%s) in %s\n", r.ID, r.Dir, r.Mode, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(a.stdout, "restored %s into %s (%s) in %s\n", r.ID, Printable(r.Dir), r.Mode, time.Since(start).Round(time.Millisecond))
 			return nil
 		},
 	}

@@ -29,7 +29,7 @@ into /workspace/<repository name>.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "cloned %s (branch %s) into %s\n", res.RepoURL, res.Branch, res.TargetDir)
+			fmt.Fprintf(a.stdout, "cloned %s (branch %s) into %s\n", Printable(res.RepoURL), Printable(res.Branch), Printable(res.TargetDir))
 			return nil
 		},
 	}

@@ -92,7 +92,7 @@ func (a *app) runExec(ctx context.Context, name string, argv []string, f execFla
 		return execFailure(ctx, err)
 	}
 	if ev.Reason != "" {
-		fmt.Fprintf(a.stderr, "hutch: the command was killed (exit %d): %s\n", ev.ExitCode, ev.Reason)
+		fmt.Fprintf(a.stderr, "hutch: the command was killed (exit %d): %s\n", ev.ExitCode, Printable(ev.Reason))
 	}
 	return &exitError{code: ev.ExitCode}
 }

@@ -92,7 +92,7 @@ func (a *app) lsCommand() *cobra.Command {
 				if f.Type == client.FileTypeDirectory {
 					name += "/"
 				}
-				fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\n", typeLetter(f.Type), f.Mode, f.Size, fmtTime(f.ModifiedAt), name)
+				fmt.Fprintf(tw, "%s%s\t%d\t%s\t%s\n", typeLetter(f.Type), f.Mode, f.Size, fmtTime(f.ModifiedAt), Printable(name))
 			}
 			return tw.Flush()
 		},

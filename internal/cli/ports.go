@@ -108,7 +108,7 @@ func (a *app) portsCommand() *cobra.Command {
 				if label == "" {
 					label = "-"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Port, label, p.URL, fmtTime(p.ExposedAt))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Port, Printable(label), p.URL, fmtTime(p.ExposedAt))
 			}
 			return tw.Flush()
 		},

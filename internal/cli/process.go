@@ -104,14 +104,14 @@ func (a *app) runSpawn(ctx context.Context, name string, argv []string, f spawnF
 			return err
 		}
 	} else {
-		fmt.Fprintln(a.stdout, p.ID())
+		fmt.Fprintln(a.stdout, Printable(p.ID()))
 	}
 	if f.waitLog != "" {
 		m, err := p.WaitForLog(ctx, f.waitLog, f.waitTimeout)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(a.stderr, "%s ready: %s: %s\n", p.ID(), m.Stream, m.Line)
+		fmt.Fprintf(a.stderr, "%s ready: %s: %s\n", Printable(p.ID()), Printable(m.Stream), Printable(m.Line))
 	}
 	if f.waitPort != 0 {
 		opts := client.PortWaitOptions{Path: f.waitPath, Timeout: f.waitTimeout}
@@ -123,9 +123,9 @@ func (a *app) runSpawn(ctx context.Context, name string, argv []string, f spawnF
 			return err
 		}
 		if r.StatusCode != 0 {
-			fmt.Fprintf(a.stderr, "%s ready: port %d answered HTTP %d\n", p.ID(), r.Port, r.StatusCode)
+			fmt.Fprintf(a.stderr, "%s ready: port %d answered HTTP %d\n", Printable(p.ID()), r.Port, r.StatusCode)
 		} else {
-			fmt.Fprintf(a.stderr, "%s ready: port %d accepts connections\n", p.ID(), r.Port)
+			fmt.Fprintf(a.stderr, "%s ready: port %d accepts connections\n", Printable(p.ID()), r.Port)
 		}
 	}
 	return nil
@@ -166,7 +166,7 @@ ones still retained (for an hour by default). EXIT is "-" while a process runs.`
 					exit = fmt.Sprint(*p.ExitCode)
 				}
 				command := strings.Join(strings.Fields(p.Command), " ")
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", p.ID, p.PID, p.Status, exit, fmtTime(p.StartTime), command)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", Printable(p.ID), p.PID, Printable(string(p.Status)), exit, fmtTime(p.StartTime), Printable(command))
 			}
 			return tw.Flush()
 		},
@@ -277,7 +277,7 @@ not an error. With --all, kill every running process of the sandbox and print ho
 			if info.ExitCode != nil {
 				exit = fmt.Sprintf(" (exit %d)", *info.ExitCode)
 			}
-			fmt.Fprintf(a.stdout, "%s %s%s\n", info.ID, info.Status, exit)
+			fmt.Fprintf(a.stdout, "%s %s%s\n", Printable(info.ID), Printable(string(info.Status)), exit)
 			return nil
 		},
 	}

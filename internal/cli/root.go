@@ -103,11 +103,12 @@ func (a *app) report(err error) int {
 // FormatError renders err as hutch prints it: "hutch: <message> (<CODE>)", the code being the
 // stable errdefs code when err carries one.
 func FormatError(err error) string {
+	// Messages quote sandbox paths and names (Printable).
 	var e *errdefs.Error
 	if errors.As(err, &e) {
-		return fmt.Sprintf("hutch: %s (%s)", err, e.Code)
+		return fmt.Sprintf("hutch: %s (%s)", Printable(err.Error()), Printable(string(e.Code)))
 	}
-	return "hutch: " + err.Error()
+	return "hutch: " + Printable(err.Error())
 }
 
 func (a *app) rootCommand() *cobra.Command {

@@ -213,13 +213,13 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 		fmt.Fprintf(tw, "Sleep mode:\t%s\n", s.SleepMode)
 	}
 	if s.SleepNote != "" {
-		fmt.Fprintf(tw, "Sleep note:\t%s\n", s.SleepNote)
+		fmt.Fprintf(tw, "Sleep note:\t%s\n", Printable(s.SleepNote))
 	}
 	if !s.LastActivityAt.IsZero() {
 		fmt.Fprintf(tw, "Last activity:\t%s\n", fmtTime(s.LastActivityAt))
 	}
 	if s.LastError != "" {
-		fmt.Fprintf(tw, "Last error:\t%s\n", s.LastError)
+		fmt.Fprintf(tw, "Last error:\t%s\n", Printable(s.LastError))
 	}
 	if s.SnapshotOnSleep {
 		fmt.Fprintf(tw, "Snapshot on sleep:\t%t\n", s.SnapshotOnSleep)
@@ -228,13 +228,13 @@ func printSandbox(w io.Writer, s *client.SandboxInfo) error {
 		fmt.Fprintf(tw, "Last snapshot:\t%s\n", s.LastSnapshot)
 	}
 	if s.LastSnapshotError != "" {
-		fmt.Fprintf(tw, "Last snapshot error:\t%s\n", s.LastSnapshotError)
+		fmt.Fprintf(tw, "Last snapshot error:\t%s\n", Printable(s.LastSnapshotError))
 	}
 	if s.Address != "" {
 		fmt.Fprintf(tw, "Address:\t%s\n", s.Address)
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.EnvVars)) {
-		fmt.Fprintf(tw, "Env:\t%s=%s\n", k, s.EnvVars[k])
+		fmt.Fprintf(tw, "Env:\t%s=%s\n", k, Printable(s.EnvVars[k]))
 	}
 	return tw.Flush()
 }

@@ -112,7 +112,7 @@ func (a *app) runShell(ctx context.Context, name string, f shellFlags) error {
 	go func() {
 		for ev := range t.Events() {
 			if ev.Type == "error" && ev.Err != nil {
-				fmt.Fprintf(a.stderr, "\r\nhutch: terminal: %v\r\n", ev.Err)
+				fmt.Fprintf(a.stderr, "\r\nhutch: terminal: %s\r\n", Printable(ev.Err.Error()))
 			}
 		}
 	}()
@@ -211,7 +211,7 @@ replaced or killed. EXIT is "-" while the shell runs.`,
 				if t.ExitCode != nil {
 					exit = fmt.Sprint(*t.ExitCode)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%dx%d\t%d\t%s\t%s\n", t.ID, t.Session, t.PID, t.Cols, t.Rows, t.Viewers, exit, fmtTime(t.CreatedAt))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%dx%d\t%d\t%s\t%s\n", Printable(t.ID), Printable(t.Session), t.PID, t.Cols, t.Rows, t.Viewers, exit, fmtTime(t.CreatedAt))
 			}
 			return tw.Flush()
 		},
@@ -241,7 +241,7 @@ to those left after a grace period. Attached viewers see the exit. Unknown ID: e
 			if in.ExitCode != nil {
 				exit = fmt.Sprint(*in.ExitCode)
 			}
-			fmt.Fprintf(a.stdout, "%s killed (exit %s)\n", in.ID, exit)
+			fmt.Fprintf(a.stdout, "%s killed (exit %s)\n", Printable(in.ID), exit)
 			return nil
 		},
 	}

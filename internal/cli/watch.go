@@ -100,7 +100,7 @@ func (a *app) runWatch(ctx context.Context, sb *client.Sandbox, path string, opt
 			return err
 		}
 	} else {
-		fmt.Fprintf(a.stderr, "watching %s (%s)\n", w.Path(), w.ID())
+		fmt.Fprintf(a.stderr, "watching %s (%s)\n", Printable(w.Path()), Printable(w.ID()))
 	}
 	for ev, err := range w.Events() {
 		if err != nil {
@@ -133,7 +133,7 @@ func (a *app) runWatch(ctx context.Context, sb *client.Sandbox, path string, opt
 			if ev.IsDirectory {
 				p += "/"
 			}
-			if _, err := fmt.Fprintf(a.stdout, "%s %s\n", ev.EventType, p); err != nil {
+			if _, err := fmt.Fprintf(a.stdout, "%s %s\n", Printable(ev.EventType), Printable(p)); err != nil {
 				return err
 			}
 		case client.WatchKindOverflow:
@@ -145,7 +145,7 @@ func (a *app) runWatch(ctx context.Context, sb *client.Sandbox, path string, opt
 		case client.WatchKindError:
 			fmt.Fprintln(a.stderr, FormatError(ev.Err))
 		case client.WatchKindStopped:
-			fmt.Fprintf(a.stdout, "stopped: %s\n", ev.Reason)
+			fmt.Fprintf(a.stdout, "stopped: %s\n", Printable(ev.Reason))
 		}
 	}
 	return nil

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/envlimit"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -153,6 +154,8 @@ type Manager struct {
 
 	mu        sync.RWMutex
 	instances map[string]*instance // running sandboxes; guarded by mu
+	// destroying: sandboxes whose Destroy is under way (Gone); guarded by mu.
+	destroying map[string]bool
 
 	// Lock order: mu before holdMu; never the reverse.
 	holdMu   sync.Mutex
@@ -223,6 +226,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 		cfg: cfg, log: log, store: st, rt: rt, images: images, nets: nets, egress: eg, rootfs: fs,
 		locks:      map[string]*idLock{},
 		instances:  map[string]*instance{},
+		destroying: map[string]bool{},
 		holds:      map[string]int{},
 		sleeping:   map[string]bool{},
 		stopReaper: make(chan struct{}),
@@ -562,6 +566,16 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
+	// Before the teardown kills the agent: an operation it cuts short is then known to have
+	// met a destroy (Gone), not an agent fault.
+	m.mu.Lock()
+	m.destroying[id] = true
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.destroying, id)
+		m.mu.Unlock()
+	}()
 	if err := m.teardown(ctx, rec, false); err != nil {
 		return err
 	}
@@ -574,6 +588,21 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	}
 	m.log.InfoContext(ctx, "sandbox destroyed", "sandbox_id", id)
 	return nil
+}
+
+// Gone reports whether sandbox id is being destroyed or no longer exists. An in-sandbox
+// operation that failed (its agent killed, its connection cut, its context cancelled by the
+// agent's shutdown) reports SANDBOX_NOT_FOUND when Gone says so, whatever point of the destroy
+// it met. A store that cannot be read answers false: the failure is then reported as it is.
+func (m *Manager) Gone(ctx context.Context, id string) bool {
+	m.mu.RLock()
+	destroying := m.destroying[id]
+	m.mu.RUnlock()
+	if destroying {
+		return true
+	}
+	_, err := m.store.Get(context.WithoutCancel(ctx), id)
+	return errdefs.IsCode(err, errdefs.CodeSandboxNotFound)
 }
 
 // Close stops the idle reaper (waiting for sleeps it has begun) and releases the manager's
@@ -611,7 +640,9 @@ func validateEnv(env map[string]string) error {
 			}
 		}
 	}
-	return nil
+	// Every process of the sandbox is started with this env: one the kernel refuses would leave
+	// the sandbox unable to start (E2BIG), in error.
+	return envlimit.Check("envVars", env)
 }
 
 // Recheck is called when the agent of a sandbox believed running cannot be reached. If the

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -68,11 +69,18 @@ const (
 // VALIDATION_FAILED.
 func ValidateSleepAfter(d time.Duration) error {
 	if d < MinSleepAfter || d > MaxSleepAfter {
-		return errdefs.Newf(errdefs.CodeInvalidArgument,
-			"sleepAfter %s is outside %s-%s (to never sleep, set keepAlive)", d, MinSleepAfter, FormatSleepAfter(MaxSleepAfter)).
-			With("sleepAfter", d.String())
+		return outOfRange(d.String())
 	}
 	return nil
+}
+
+// outOfRange is the error for a sleepAfter outside MinSleepAfter–MaxSleepAfter; sent is the
+// value as the client sent it, so the message names what was sent (not what a number far out
+// of range would have become as a duration).
+func outOfRange(sent string) error {
+	return errdefs.Newf(errdefs.CodeInvalidArgument,
+		"sleepAfter %s is outside %s-%s (to never sleep, set keepAlive)", sent, MinSleepAfter, FormatSleepAfter(MaxSleepAfter)).
+		With("sleepAfter", sent)
 }
 
 // ParseSleepAfter parses a sleepAfter value: a Go duration ("10m", "30s", "1h30m") or a
@@ -82,17 +90,20 @@ func ValidateSleepAfter(d time.Duration) error {
 func ParseSleepAfter(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	var d time.Duration
-	if secs, err := strconv.ParseFloat(s, 64); err == nil {
-		if secs != secs || secs < 0 || secs > MaxSleepAfter.Seconds() { // NaN, negative, huge
-			return 0, ValidateSleepAfter(-1)
+	sent := s
+	if secs, err := strconv.ParseFloat(s, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		sent = s + " (seconds)"
+		// ErrRange: a number too big for a float64 (1e400), refused like any huge one.
+		if err != nil || secs != secs || secs < 0 || secs > MaxSleepAfter.Seconds() { // NaN, negative, huge
+			return 0, outOfRange(sent)
 		}
 		d = time.Duration(secs * float64(time.Second))
 	} else if d, err = time.ParseDuration(s); err != nil {
 		return 0, errdefs.Newf(errdefs.CodeInvalidArgument,
 			"sleepAfter %q: want a duration such as \"10m\" or \"30s\", or a number of seconds", s).With("sleepAfter", s)
 	}
-	if err := ValidateSleepAfter(d); err != nil {
-		return 0, err
+	if d < MinSleepAfter || d > MaxSleepAfter {
+		return 0, outOfRange(sent)
 	}
 	return d, nil
 }

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,9 +44,22 @@ func TestParseSleepAfter(t *testing.T) {
 			t.Errorf("ParseSleepAfter(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "0", "0s", "never", "-5", "-1m", "999ms", "0.5", "8761h", "NaN", "Inf", "1e30", "10 minutes"} {
-		if d, err := ParseSleepAfter(in); !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
-			t.Errorf("ParseSleepAfter(%q) = %v, %v; want VALIDATION_FAILED", in, d, err)
+	// Each refusal names the value sent (a number out of range used to be reported as -1ns).
+	for _, tc := range []struct{ in, msg string }{
+		{"", `""`}, {"0", "sleepAfter 0 (seconds) is outside"}, {"0s", "sleepAfter 0s is outside"},
+		{"never", `"never"`}, {"-5", "sleepAfter -5 (seconds) is outside"}, {"-1m", "sleepAfter -1m is outside"},
+		{"999ms", "sleepAfter 999ms is outside"}, {"0.5", "sleepAfter 0.5 (seconds)"}, {"8761h", "sleepAfter 8761h is outside"},
+		{"NaN", "sleepAfter NaN (seconds)"}, {"Inf", "sleepAfter Inf (seconds)"}, {"1e30", "sleepAfter 1e30 (seconds)"},
+		{"1e300", "sleepAfter 1e300 (seconds)"}, {"1e400", "sleepAfter 1e400 (seconds)"}, {"-1e300", "sleepAfter -1e300 (seconds)"},
+		{"10 minutes", `"10 minutes"`}, {"99999999999h", `"99999999999h"`},
+	} {
+		d, err := ParseSleepAfter(tc.in)
+		if !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
+			t.Errorf("ParseSleepAfter(%q) = %v, %v; want VALIDATION_FAILED", tc.in, d, err)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, tc.msg) || strings.Contains(msg, "-1ns") {
+			t.Errorf("ParseSleepAfter(%q): %q; want it to name the value sent (%q)", tc.in, msg, tc.msg)
 		}
 	}
 }

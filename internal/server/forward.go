@@ -1,15 +1,18 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 )
@@ -121,6 +124,10 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 				writeError(w, r, tooLarge(mbe.Limit), rt.operation)
 				return
 			}
+			if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) && s.mgr.Gone(r.Context(), id) {
+				writeError(w, r, destroyed(id, err), rt.operation)
+				return
+			}
 			var ee *errdefs.Error
 			if errors.As(err, &ee) {
 				writeError(w, r, err, rt.operation)
@@ -133,14 +140,25 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 			return
 		}
 		defer resp.Body.Close()
+		stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		if resp.StatusCode >= 500 && !stream && s.mgr.Gone(r.Context(), id) {
+			// The agent answered while the destroy shut it down (its requests' context
+			// cancelled): that is the destroy's answer, not an internal error.
+			writeError(w, r, destroyed(id, nil), rt.operation)
+			return
+		}
 		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "X-Hutch-Binary", "Content-Disposition"} {
 			if v := resp.Header.Get(h); v != "" {
 				w.Header().Set(h, v)
 			}
 		}
 		w.WriteHeader(resp.StatusCode)
-		stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-		if err := copyResponse(w, resp.Body, stream); err != nil && !errors.Is(err, io.EOF) {
+		if stream {
+			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, id)
+		} else {
+			err = copyResponse(w, resp.Body, false)
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
 			s.log.DebugContext(r.Context(), "forward: copy ended", "path", r.URL.Path, "err", err)
 			// The agent's side broke mid-reply: abort ours too, so the caller sees a cut
 			// stream instead of a clean end (acceptance E6).
@@ -193,6 +211,101 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 		}
 		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
+}
+
+// destroyed is the error of an operation that met a destroy of its sandbox: SANDBOX_NOT_FOUND,
+// like any operation after it. cause (nil: the agent's own error reply) is kept for errors.Is.
+func destroyed(id string, cause error) error {
+	msg := fmt.Sprintf("sandbox %q was destroyed", id)
+	if cause == nil {
+		return errdefs.New(errdefs.CodeSandboxNotFound, msg).With("id", id)
+	}
+	return errdefs.Wrap(errdefs.CodeSandboxNotFound, cause, msg).With("id", id)
+}
+
+// maxHeldEvent bounds the bytes of one SSE event copyEvents holds before passing it on as is
+// (the agent's events are output chunks of at most a few tens of KiB).
+const maxHeldEvent = 1 << 20
+
+// copyEvents copies an SSE reply event by event, flushing whenever nothing more is buffered.
+// When gone says the sandbox is being destroyed, an "error" event of the agent (its context
+// cancelled by the shutdown) is replaced by a SANDBOX_NOT_FOUND one, and a stream cut short gets
+// one in place of its unfinished event, then ends cleanly: a destroy's answer is the same
+// whether it met the stream before, during or after the agent's end.
+func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id string) error {
+	rc := http.NewResponseController(w)
+	br := bufio.NewReaderSize(src, 64<<10)
+	var ev bytes.Buffer
+	passing := false  // the held event outgrew maxHeldEvent: it goes through as is
+	replaced := false // a SANDBOX_NOT_FOUND event went out
+	write := func(b []byte) error {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		if br.Buffered() == 0 {
+			return rc.Flush()
+		}
+		return nil
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if passing {
+				if werr := write(line); werr != nil {
+					return werr
+				}
+			} else {
+				ev.Write(line)
+			}
+			end := err == nil && (len(line) == 1 || (len(line) == 2 && line[0] == '\r'))
+			switch {
+			case end && passing:
+				passing = false
+			case end:
+				out := ev.Bytes()
+				if bytes.Contains(out, []byte(`"type":"error"`)) && gone() {
+					out, replaced = destroyedEvent(id), true
+				}
+				if werr := write(out); werr != nil {
+					return werr
+				}
+				ev.Reset()
+			case !passing && ev.Len() > maxHeldEvent:
+				if werr := write(ev.Bytes()); werr != nil {
+					return werr
+				}
+				ev.Reset()
+				passing = true
+			}
+		}
+		if err == nil || errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		if gone() {
+			// An unfinished event is dropped: half an event would not parse.
+			if !passing && !replaced {
+				if werr := write(destroyedEvent(id)); werr != nil {
+					return werr
+				}
+			}
+			return nil
+		}
+		if ev.Len() > 0 {
+			if werr := write(ev.Bytes()); werr != nil {
+				return werr
+			}
+		}
+		return err
+	}
+}
+
+// destroyedEvent is the SSE "error" event of an operation that met a destroy. It carries the
+// message as "error" (exec, process and file streams) and as "message" (watch).
+func destroyedEvent(id string) []byte {
+	msg := fmt.Sprintf("sandbox %q was destroyed", id)
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound, "error": msg, "message": msg,
+		"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	return append(append([]byte("data: "), b...), '\n', '\n')
 }
 
 // bodyErr is a request body that keeps the error its reads ended with, other than io.EOF: the

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -107,5 +108,32 @@ func TestSleepSettingsAPI(t *testing.T) {
 	}
 	if st, _ := call(t, srv, "GET", "/v1/sandboxes/sb2", ""); st != 404 {
 		t.Fatalf("sb2 exists after a refused create: %d", st)
+	}
+}
+
+// TestSleepAfterOutOfRangeNamesValue: a sleepAfter out of range, as a JSON number or a string,
+// on create and on PATCH, is VALIDATION_FAILED with a message that names the value sent (a
+// negative or huge number of seconds used to be reported as "-1ns").
+func TestSleepAfterOutOfRangeNamesValue(t *testing.T) {
+	srv := sleepServer(t)
+	for _, tc := range []struct{ value, msg string }{
+		{`-5`, "sleepAfter -5 (seconds) is outside 1s-8760h"},
+		{`1e300`, "sleepAfter 1e300 (seconds) is outside"},
+		{`1e400`, "sleepAfter 1e400 (seconds) is outside"},
+		{`-0.001`, "sleepAfter -0.001 (seconds)"},
+		{`31536001`, "sleepAfter 31536001 (seconds)"},
+		{`"-5s"`, "sleepAfter -5s is outside"},
+		{`"9000h"`, "sleepAfter 9000h is outside"},
+	} {
+		for _, req := range []struct{ method, path, body string }{
+			{"PATCH", "/v1/sandboxes/sb1", `{"sleepAfter": ` + tc.value + `}`},
+			{"POST", "/v1/sandboxes", `{"id": "sb2", "sleepAfter": ` + tc.value + `}`},
+		} {
+			st, m := call(t, srv, req.method, req.path, req.body)
+			msg, _ := m["message"].(string)
+			if st != 400 || m["code"] != "VALIDATION_FAILED" || !strings.Contains(msg, tc.msg) || strings.Contains(msg, "-1ns") {
+				t.Errorf("%s %s: %d %v; want 400 VALIDATION_FAILED saying %q", req.method, req.body, st, m, tc.msg)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"fmt"
 	"net"
@@ -94,6 +95,7 @@ type escapeEnv struct {
 	loPort    int // a listener on the host's 127.0.0.1 only
 	hutchdPID int
 	marker    string // a host file with markerText
+	secret    string // an operator's token, passed in one command's env
 }
 
 const markerText = "hutch-escape-marker-5736"
@@ -153,6 +155,134 @@ func httpTry(url func(e *escapeEnv) string) func(t *testing.T, e *escapeEnv) (st
 }
 
 func fixed[T any](v T) func(*escapeEnv) T { return func(*escapeEnv) T { return v } }
+
+// agentScript attacks the agent's own processes (every process whose argv[0] is hutch-init:
+// PID 1, the server, the shims of running commands) the way a sandbox's root would to steal an
+// operator's data from them. argv[1] is the attempt; argv[2] is the operator's secret reversed
+// (so that the attacking command, which passes through the agent, never holds it as sent). It
+// prints a BLOCKED or ESCAPED line per agent process, and no BLOCKED when it found none.
+const agentScript = `
+import ctypes, errno, os, sys
+mode, secret = sys.argv[1], sys.argv[2][::-1].encode()
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+refused = (errno.EPERM, errno.EACCES, errno.ENOSYS)
+
+def agents():
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            argv0 = open("/proc/%s/cmdline" % p, "rb").read().split(b"\0")[0]
+        except OSError:
+            continue
+        if os.path.basename(argv0) == b"hutch-init":
+            out.append(int(p))
+    return sorted(out)
+
+def regions(pid):
+    # The writable mappings; a guess of Go's usual heap start when maps is refused too.
+    try:
+        rs = []
+        for line in open("/proc/%d/maps" % pid):
+            f = line.split()
+            if f[1].startswith("rw"):
+                a, b = (int(x, 16) for x in f[0].split("-"))
+                rs.append((a, b))
+        return rs
+    except OSError:
+        return [(0xc000000000, 0xc000001000)]
+
+def find(fd, pid):
+    # Where the secret is in the process's memory, or None (reads at most 512 MiB).
+    budget = 512 << 20
+    for a, b in regions(pid):
+        for off in range(a, b, 1 << 20):
+            if budget <= 0:
+                return None
+            n = min(1 << 20, b - off)
+            budget -= n
+            try:
+                data = os.pread(fd, n, off)
+            except OSError:
+                break
+            i = data.find(secret)
+            if i >= 0:
+                return off + i
+    return None
+
+def mem(pid, write):
+    try:
+        fd = os.open("/proc/%d/mem" % pid, os.O_RDWR if write else os.O_RDONLY)
+    except OSError as e:
+        return "BLOCKED open: %s" % e.strerror
+    at = find(fd, pid)
+    if not write:
+        return "ESCAPED opened; operator's secret %s" % ("at %#x" % at if at is not None else "not found")
+    if at is None:
+        a = regions(pid)[0][0]
+        old = os.pread(fd, 8, a)
+        return "ESCAPED opened read-write; wrote back %d bytes at %#x" % (os.pwrite(fd, old, a), a)
+    return "ESCAPED wrote the operator's secret back at %#x (%d bytes)" % (at, os.pwrite(fd, secret, at))
+
+def environ(pid):
+    try:
+        data = open("/proc/%d/environ" % pid, "rb").read()
+    except OSError as e:
+        return "BLOCKED %s" % e.strerror
+    return "ESCAPED read %d bytes%s" % (len(data), ", the operator's secret among them" if secret in data else "")
+
+def vm_readv(pid):
+    buf = ctypes.create_string_buffer(64)
+    local = (ctypes.c_void_p * 2)(ctypes.cast(buf, ctypes.c_void_p), 64)
+    remote = (ctypes.c_void_p * 2)(regions(pid)[0][0], 64)
+    r = libc.syscall(310, pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+    e = ctypes.get_errno()
+    if r == -1 and e in refused:
+        return "BLOCKED " + errno.errorcode[e]
+    return "ESCAPED ret %d errno %s" % (r, errno.errorcode.get(e, e))
+
+def getfd(pid):
+    pidfd = libc.syscall(434, pid, 0)
+    if pidfd < 0:
+        return "pidfd_open failed: errno %s" % errno.errorcode.get(ctypes.get_errno())
+    out = []
+    for fd in range(8):
+        r = libc.syscall(438, pidfd, fd, 0)
+        e = ctypes.get_errno()
+        if r >= 0:
+            return "ESCAPED got the agent's fd %d" % fd
+        if e not in refused:
+            # EBADF: the permission check passed and the fd was not there.
+            return "ESCAPED errno %s on fd %d" % (errno.errorcode.get(e, e), fd)
+        out.append(errno.errorcode[e])
+    return "BLOCKED " + ",".join(sorted(set(out)))
+
+try_ = {"mem-read": lambda p: mem(p, False), "mem-write": lambda p: mem(p, True), "environ": environ,
+        "process_vm_readv": vm_readv, "pidfd_getfd": getfd}[mode]
+pids = agents()
+if not pids:
+    print("no hutch-init process found")
+for pid in pids:
+    argv = open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")
+    print(pid, b" ".join(argv[:2]).decode(errors="replace"), try_(pid))
+`
+
+// agentTry first runs a command with an operator's secret in its env (which the agent's
+// server and the command's shim then held), then runs agentScript's attempt mode from another
+// command.
+func agentTry(mode string) func(t *testing.T, e *escapeEnv) (string, bool) {
+	return func(t *testing.T, e *escapeEnv) (string, bool) {
+		res, err := e.a.Exec(ctxT(t, time.Minute), "test -n \"$HUTCH_OPERATOR_TOKEN\"", &client.ExecOptions{Env: map[string]string{"HUTCH_OPERATOR_TOKEN": e.secret}})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec with the secret: %v %+v", err, res)
+		}
+		rev := []byte(e.secret)
+		slices.Reverse(rev)
+		return inside("python3 /tmp/agent.py "+mode+" "+string(rev))(t, e)
+	}
+}
 
 var escapeCases = []escapeCase{
 	// File systems and namespaces.
@@ -281,6 +411,14 @@ except OSError as e:
 		return syscallTry(sysPtrace, "16", fmt.Sprint(e.hutchdPID), "0", "0")(t, e)
 	}},
 	{"ptrace the agent (PID 1)", "seccomp", syscallTry(sysPtrace, "16", "1", "0", "0")},
+	// The agent's own processes hold operator data (every exec's env passes through the
+	// server; a shim holds its command's env): sandbox root is their uid, so only their being
+	// non-dumpable, with no CAP_SYS_PTRACE in the sandbox, keeps it out.
+	{"read the agent's memory (/proc/<agent>/mem)", "the agent's processes are non-dumpable (PR_SET_DUMPABLE 0) and the sandbox has no CAP_SYS_PTRACE", agentTry("mem-read")},
+	{"write the agent's memory (/proc/<agent>/mem)", "non-dumpable agent processes; no CAP_SYS_PTRACE", agentTry("mem-write")},
+	{"read the agent's environment (/proc/<agent>/environ)", "non-dumpable agent processes; no CAP_SYS_PTRACE", agentTry("environ")},
+	{"process_vm_readv() of the agent", "seccomp; non-dumpable agent processes; no CAP_SYS_PTRACE", agentTry("process_vm_readv")},
+	{"pidfd_getfd() of the agent's fds", "seccomp; non-dumpable agent processes; no CAP_SYS_PTRACE", agentTry("pidfd_getfd")},
 	// A write open that succeeds is an escape only when the file is not the sandbox's own: gVisor
 	// has no ETXTBSY, so there /proc/self/exe opens for writing, but it is the sandbox's own
 	// python3 (same device and inode as the path it names inside the sandbox), which the
@@ -403,6 +541,11 @@ var gvisorBlockedBy = map[string]string{
 	"ptrace hutchd's PID number":                          "seccomp; the Sentry knows only the sandbox's tasks",
 	"overwrite the running binary through /proc/self/exe": "/proc/self/exe is the sandbox's own file (no ETXTBSY in gVisor); runsc never runs inside the sandbox",
 	"read hutchd's state directory and token":             "the gofer serves only the sandbox's root and mounts",
+	// The Sentry refused these two before the agent was non-dumpable too: its ptrace attach
+	// check (which /proc/<pid>/mem needs, environ not) lets a task attach only to its
+	// descendants.
+	"read the agent's memory (/proc/<agent>/mem)":  "non-dumpable agent processes, no CAP_SYS_PTRACE; the Sentry's ptrace attach check (descendants only)",
+	"write the agent's memory (/proc/<agent>/mem)": "non-dumpable agent processes, no CAP_SYS_PTRACE; the Sentry's ptrace attach check (descendants only)",
 }
 
 // escapeRow is one line of the table in docs/SECURITY.md.
@@ -473,8 +616,10 @@ func newEscapeEnv(t *testing.T, rt string) *escapeEnv {
 		t.Fatal(err)
 	}
 	waitListening(t, b, 8080)
-	if err := a.WriteFile(ctxT(t, time.Minute), "/tmp/sys.py", []byte(sysScript)); err != nil {
-		t.Fatal(err)
+	for path, script := range map[string]string{"/tmp/sys.py": sysScript, "/tmp/agent.py": agentScript} {
+		if err := a.WriteFile(ctxT(t, time.Minute), path, []byte(script)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	hostPort, hits := hostListener(t)
 	loPort, loHits := loopbackListener(t)
@@ -489,7 +634,7 @@ func newEscapeEnv(t *testing.T, rt string) *escapeEnv {
 	}
 	t.Cleanup(func() { os.Remove(marker) })
 	return &escapeEnv{a: a, b: b, addrB: infoB.Address, gateway: gatewayOf(t, infoA.Address), gatewayB: gatewayOf(t, infoB.Address), apiPort: mustPort(t, d.Listen),
-		hostPort: hostPort, loPort: loPort, hutchdPID: hutchdPID(t), marker: marker}
+		hostPort: hostPort, loPort: loPort, hutchdPID: hutchdPID(t), marker: marker, secret: "op-token-" + rand.Text()}
 }
 
 // loopbackListener listens on the host's 127.0.0.1 only and counts connections.

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/reaper"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/envlimit"
 )
 
 // The driver protocol, shared by the Python and the JavaScript driver:
@@ -629,14 +630,14 @@ func kernelProcs(root, pid int) (procs, interp []session.ProcStat) {
 	return procs, interp
 }
 
-// validateKernelEnv checks env names. Errors: VALIDATION_FAILED.
+// validateKernelEnv checks env names and sizes (envlimit). Errors: VALIDATION_FAILED.
 func validateKernelEnv(env map[string]string) error {
 	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.IndexByte(v, 0) >= 0 {
 			return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid environment variable %q", k).With("name", k)
 		}
 	}
-	return nil
+	return envlimit.Check("envVars", env)
 }
 
 // checkCwd returns an INVALID_PATH error unless cwd ("" is fine) is a directory.

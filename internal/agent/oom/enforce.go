@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -52,7 +53,8 @@ type Enforcer struct {
 	Proc string
 	// Server is the agent's server process, never chosen (nor is pid 1), and neither is a
 	// child of Server whose /proc/PID/exe is Self (the agent's binary): the shims it starts
-	// commands under. Another copy of the binary is not exempt: a command can run one, and
+	// commands under (a child of Server whose exe link is refused: the shims are
+	// non-dumpable). Another copy of the binary is not exempt: a command can run one, and
 	// make it hold memory (process logs).
 	Server int
 	Self   string
@@ -312,7 +314,11 @@ func (e *Enforcer) victim() (candidate, bool) {
 			continue
 		}
 		if e.Self != "" && e.Server != 0 && ppid == e.Server {
-			if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil && exe == e.Self {
+			// The shims are non-dumpable (hutch-init's nondumpable), so their exe link is
+			// refused to the agent, which lacks CAP_SYS_PTRACE: a refused link of a child of
+			// the server is a shim too. Besides shims the server starts only git.
+			exe, err := os.Readlink(filepath.Join(dir, "exe"))
+			if (err == nil && exe == e.Self) || errors.Is(err, fs.ErrPermission) {
 				continue
 			}
 		}

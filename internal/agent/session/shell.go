@@ -24,6 +24,7 @@ type shell struct {
 	execID    string            // its MarkerEnv value, unique to this shell
 	statePath string            // where its EXIT trap saves the state
 	cwd       string            // the session cwd it was started in
+	dir       os.FileInfo       // that directory as it was at the start (inDir)
 	env       map[string]string // the env it was started with, without MarkerEnv and PWD
 	outR      int               // stdout read end (non-blocking, close-on-exec)
 	errR      int               // stderr read end
@@ -127,6 +128,10 @@ func spawn(env map[string]string, cwd, stateDir string, shim []string, report bo
 	// the agent's process group or another command's (setpgid works within a session only),
 	// which the memory guard of a gVisor sandbox relies on when it kills by process group.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// The directory the shell starts in, for inDir: /proc/<pid>/cwd of a shim is refused to
+	// the agent (shims are non-dumpable). Taken before the start: a directory replaced in
+	// between makes inDir false, and the shell is not reused.
+	sh.dir, _ = os.Stat(cwd)
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start bash: %w", err)
 	}
@@ -152,12 +157,11 @@ func (sh *shell) alive() bool {
 // inDir reports whether the shell's working directory is still the directory cwd names (it is
 // not when cwd was removed and made again, or is a symlink that now points elsewhere).
 func (sh *shell) inDir(cwd string) bool {
-	have, err := os.Stat("/proc/" + fmt.Sprint(sh.pid) + "/cwd")
-	if err != nil {
+	if sh.dir == nil {
 		return false
 	}
 	want, err := os.Stat(cwd)
-	return err == nil && os.SameFile(have, want)
+	return err == nil && os.SameFile(sh.dir, want)
 }
 
 // closeFDs closes the agent's ends of the shell's pipes (idempotent).
