@@ -147,8 +147,9 @@ type MemoryLimitDelegator interface {
 }
 
 // Adopter is implemented by backends that supervise their running containers from hutchd
-// (gVisor's memory guard): a restarted hutchd calls Adopt for each running container it takes
-// over, as Start would have.
+// (gVisor's memory guard) or may have changed a container's settings for a moment (runc's
+// Pause lifts the CPU quota while it freezes): a restarted hutchd calls Adopt for each running
+// container it takes over, as Start would have, and the container's own settings are put back.
 type Adopter interface {
 	Adopt(id string)
 }
