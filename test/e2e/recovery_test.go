@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -521,8 +522,10 @@ http.server.HTTPServer(("127.0.0.1", 8124), H).serve_forever()
 
 const memoryValueGet = `python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8124/", timeout=5).read().decode())'`
 
-// restoreRunning reports whether a `runsc restore` of sandbox id runs on the host.
-func restoreRunning(id string) bool {
+// restoreCommands returns the PIDs of the `runsc restore` commands of sandbox id that run on
+// the host (the CLI, not the sandbox it makes).
+func restoreCommands(id string) []int {
+	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
@@ -530,82 +533,102 @@ func restoreRunning(id string) bool {
 			continue
 		}
 		args := strings.Split(string(b), "\x00")
-		if slices.Contains(args, "restore") && slices.ContainsFunc(args, func(a string) bool { return strings.HasSuffix(a, "/"+id) }) {
-			return true
+		if filepath.Base(args[0]) == "runsc" && slices.Contains(args, "restore") &&
+			slices.ContainsFunc(args, func(a string) bool { return strings.HasSuffix(a, "/"+id) }) {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				pids = append(pids, pid)
+			}
 		}
 	}
-	return false
+	return pids
 }
 
 // TestRecoveryKill9DuringMemoryWake kills hutchd while a gVisor sandbox's wake restores it
-// from its memory image. The restart must not lose the image: the sandbox ends up running
-// from it (its restore is adopted, or the image kept for the next wake), and a process's
-// in-memory value is the one it held before the sleep.
+// from its memory image; in the second case the `runsc restore` dies too (as on a host whose
+// processes all die), so no restore finishes. The restart must not lose the image: the
+// sandbox ends up running from it (its finished restore adopted, or the image kept for the
+// next wake), and a process's in-memory value is the one it held before the sleep.
 func TestRecoveryKill9DuringMemoryWake(t *testing.T) {
 	requireEnv(t)
 	requireCheckpoint(t)
-	id := "e2e-rec-wake"
-	sb := sandbox(t, id, &client.SandboxOptions{Runtime: "gvisor"})
-	mustExec(t, sb, "cat > /tmp/value.py <<'EOF'\n"+memoryValueServer+"EOF")
-	if _, err := sb.StartProcess(ctxT(t, time.Minute), "python3 /tmp/value.py", client.ProcessOptions{ID: "value"}); err != nil {
-		t.Fatal(err)
-	}
-	var want string
-	deadline := time.Now().Add(time.Minute)
-	for {
-		res, err := sb.Exec(ctxT(t, time.Minute), memoryValueGet, nil)
-		if err == nil && res.ExitCode == 0 {
-			want = strings.TrimSpace(string(res.Stdout))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the value server does not answer: %v %+v", err, res)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	info, err := sb.Sleep(ctxT(t, 5*time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.SleepMode != "memory" {
-		t.Fatalf("sleep kept %q (%s); want memory", info.SleepMode, info.SleepNote)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_, _ = sb.Wake(context.Background()) // the daemon dies under it
-	}()
-	deadline = time.Now().Add(time.Minute)
-	for !restoreRunning(id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no runsc restore of %s was seen\n%s", id, d.LogTail())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	d.Kill9()
-	wg.Wait()
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	info, err = sb.Info(ctxT(t, time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("after the restart: status %q, sleepMode %q, sleepNote %q", info.Status, info.SleepMode, info.SleepNote)
-	if info.Status != client.StatusRunning && !(info.Status == client.StatusSleeping && info.SleepMode == "memory") {
-		t.Fatalf("after the restart: status %q, sleepMode %q, sleepNote %q; want running from the image, or asleep with it\n%s",
-			info.Status, info.SleepMode, info.SleepNote, d.LogTail())
-	}
-	res, err := sb.Exec(ctxT(t, 5*time.Minute), memoryValueGet, nil) // wakes it if asleep
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(res.Stdout)); res.ExitCode != 0 || got != want {
-		t.Fatalf("the in-memory value after the restart = %q (exit %d, %s); want %q: the process did not survive\n%s",
-			got, res.ExitCode, res.Stderr, want, d.LogTail())
-	}
-	if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "memory")); err == nil {
-		t.Errorf("the memory image is still there once the sandbox runs from it")
+	for _, c := range []struct {
+		name        string
+		killRestore bool
+	}{{"restore goes on", false}, {"restore killed too", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "e2e-rec-wake"
+			if c.killRestore {
+				id = "e2e-rec-wake-k"
+			}
+			sb := sandbox(t, id, &client.SandboxOptions{Runtime: "gvisor"})
+			mustExec(t, sb, "cat > /tmp/value.py <<'EOF'\n"+memoryValueServer+"EOF")
+			if _, err := sb.StartProcess(ctxT(t, time.Minute), "python3 /tmp/value.py", client.ProcessOptions{ID: "value"}); err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			deadline := time.Now().Add(time.Minute)
+			for {
+				res, err := sb.Exec(ctxT(t, time.Minute), memoryValueGet, nil)
+				if err == nil && res.ExitCode == 0 {
+					want = strings.TrimSpace(string(res.Stdout))
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the value server does not answer: %v %+v", err, res)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			info, err := sb.Sleep(ctxT(t, 5*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.SleepMode != "memory" {
+				t.Fatalf("sleep kept %q (%s); want memory", info.SleepMode, info.SleepNote)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = sb.Wake(context.Background()) // the daemon dies under it
+			}()
+			deadline = time.Now().Add(time.Minute)
+			var restores []int
+			for restores = restoreCommands(id); len(restores) == 0; restores = restoreCommands(id) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no runsc restore of %s was seen\n%s", id, d.LogTail())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			d.Kill9()
+			if c.killRestore {
+				for _, pid := range restores {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			wg.Wait()
+			if err := d.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			info, err = sb.Info(ctxT(t, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("after the restart: status %q, sleepMode %q, sleepNote %q", info.Status, info.SleepMode, info.SleepNote)
+			if info.Status != client.StatusRunning && !(info.Status == client.StatusSleeping && info.SleepMode == "memory") {
+				t.Fatalf("after the restart: status %q, sleepMode %q, sleepNote %q; want running from the image, or asleep with it\n%s",
+					info.Status, info.SleepMode, info.SleepNote, d.LogTail())
+			}
+			res, err := sb.Exec(ctxT(t, 5*time.Minute), memoryValueGet, nil) // wakes it if asleep
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(res.Stdout)); res.ExitCode != 0 || got != want {
+				t.Fatalf("the in-memory value after the restart = %q (exit %d, %s); want %q: the process did not survive\n%s",
+					got, res.ExitCode, res.Stderr, want, d.LogTail())
+			}
+			if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "memory")); err == nil {
+				t.Errorf("the memory image is still there once the sandbox runs from it")
+			}
+		})
 	}
 }
