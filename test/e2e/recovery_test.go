@@ -506,6 +506,71 @@ func TestRecoveryKill9DuringFork(t *testing.T) {
 	}
 }
 
+// TestRecoveryKill9DuringForkCreate kills hutchd after a fork's snapshot, while its sandboxes
+// are being created. The caller got no answer, so the restart rolls the fork back: the forks
+// made so far are destroyed (the fork journal), the source runs on with its background
+// process, and the same fork works again.
+func TestRecoveryKill9DuringForkCreate(t *testing.T) {
+	requireEnv(t)
+	id := "e2e-rec-forkc"
+	forks := []string{id + "-f1", id + "-f2"}
+	sb := sandbox(t, id, &client.SandboxOptions{InstanceType: "lite"})
+	t.Cleanup(func() {
+		for _, f := range forks {
+			d.Client().SandboxHandle(f).Destroy(ctxT(t, time.Minute))
+		}
+	})
+	ticking := startTicker(t, sb)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = sb.Fork(context.Background(), len(forks), &client.ForkOptions{IDs: forks}) // the daemon dies under it
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !anyNetns(forks) {
+		select {
+		case <-done:
+			t.Fatalf("the fork ended before a fork's network namespace was seen\n%s", d.LogTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fork's network namespace was seen\n%s", d.LogTail())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.Kill9()
+	<-done
+	auditBefore := len(auditLog(t, d.StateDir))
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertAdoptedRunning(t, id, auditBefore)
+	ticking("after the restart")
+	list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sbi := range list {
+		if slices.Contains(forks, sbi.ID) {
+			t.Errorf("the fork cut short left sandbox %s (%s); want it rolled back", sbi.ID, sbi.Status)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.StateDir, "data", "forks")); len(ents) > 0 {
+		t.Errorf("fork journal left after recovery: %v", ents)
+	}
+	res, err := sb.Fork(ctxT(t, 5*time.Minute), len(forks), &client.ForkOptions{IDs: forks})
+	if err != nil {
+		t.Fatalf("the fork again after the restart: %v\n%s", err, d.LogTail())
+	}
+	t.Cleanup(func() { d.Client().DeleteSnapshot(ctxT(t, time.Minute), res.Snapshot.ID) })
+	for _, f := range forks {
+		if got := mustExec(t, d.Client().SandboxHandle(f), "hostname"); got != f+"\n" {
+			t.Fatalf("hostname in %s = %q", f, got)
+		}
+	}
+	ticking("after the fork")
+}
+
 // memoryValueServer serves, on 127.0.0.1:8124 inside the sandbox, a random value it made at
 // start and keeps only in its memory: a fresh start of the sandbox cannot give it back.
 const memoryValueServer = `import http.server, secrets
