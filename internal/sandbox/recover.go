@@ -109,8 +109,10 @@ func (m *Manager) Recover(ctx context.Context) error {
 			continue
 		}
 		if wake {
-			// A container past created was started from the image: its processes ran.
-			m.recoverWake(ctx, rec, ok && st.Status != runtime.StatusCreated)
+			// A container that runs, is paused or has stopped was started from the image: its
+			// processes ran. One still created or creating (its restore cut short) never ran.
+			ran := ok && (st.Status == runtime.StatusRunning || st.Status == runtime.StatusPaused || st.Status == runtime.StatusStopped)
+			m.recoverWake(ctx, rec, ran)
 		}
 		transition := rec.Status == store.StatusStopping || rec.Status == store.StatusStarting
 		if err := m.teardown(ctx, rec, transition); err != nil {
