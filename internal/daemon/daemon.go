@@ -209,6 +209,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot"),
+		ForkJournal: filepath.Join(dataDir, "forks"),
 		Created: func(ctx context.Context, snap snapshot.Snapshot) error {
 			return authority.RememberSnapshot(ctx, snap.ID, snap.SandboxID)
 		}})
@@ -227,6 +228,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		// Recovery problems are logged, not fatal: the daemon still serves, and each sandbox
 		// is torn down again before its next start.
 		log.Error("recovery incomplete", "err", err)
+	}
+	// Forks a crash cut short are rolled back once their sandboxes are recovered.
+	if err := snaps.RecoverForks(ctx); err != nil {
+		log.Error("fork recovery incomplete", "err", err)
 	}
 	go bk.RunGC(gcCtx, time.Duration(cfg.BackupGCInterval))
 	go snaps.RunGC(gcCtx, time.Hour)

@@ -123,6 +123,17 @@ type Pauser interface {
 	Resume(ctx context.Context, id string) error
 }
 
+// LaunchWaiter is implemented by backends whose launch of a container (gVisor's `runsc
+// restore`) is a command that outlives a hutchd killed under it and keeps making the
+// container. A restarted hutchd waits for such a launch to end before it lists containers,
+// so it finds the container made (or not) rather than half-made, and no launch creates a
+// container after recovery decided there is none.
+type LaunchWaiter interface {
+	// WaitLaunch returns once no launch of container id by an earlier process runs, or when
+	// ctx ends (its error).
+	WaitLaunch(ctx context.Context, id string) error
+}
+
 // MemoryLimitDelegator is implemented by backends whose sandbox kernel does not enforce
 // Spec.Resources.MemoryBytes on the sandbox's processes: gVisor's Sentry accounts their memory
 // but never OOM-kills one, and the host cgroup's limit holds the whole Sentry, whose OOM kill
@@ -136,8 +147,9 @@ type MemoryLimitDelegator interface {
 }
 
 // Adopter is implemented by backends that supervise their running containers from hutchd
-// (gVisor's memory guard): a restarted hutchd calls Adopt for each running container it takes
-// over, as Start would have.
+// (gVisor's memory guard) or may have changed a container's settings for a moment (runc's
+// Pause lifts the CPU quota while it freezes): a restarted hutchd calls Adopt for each running
+// container it takes over, as Start would have, and the container's own settings are put back.
 type Adopter interface {
 	Adopt(id string)
 }

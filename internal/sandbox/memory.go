@@ -52,6 +52,9 @@ type sleepRecord struct {
 	// At is when the sleep began; Took how long the checkpoint took.
 	At   time.Time     `json:"at"`
 	Took time.Duration `json:"took,omitempty"`
+	// Restoring marks a memory image whose restore has begun: a wake that hutchd's death
+	// cuts short is finished or undone by Recover from what the runtime shows (recoverWake).
+	Restoring bool `json:"restoring,omitempty"`
 }
 
 func (m *Manager) memoryDir(id string) string { return filepath.Join(m.sandboxDir(id), "memory") }
@@ -181,12 +184,14 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 func (m *Manager) runContainer(ctx context.Context, rt runtime.Runtime, spec runtime.Spec, wasSleeping bool, tr interface{ CloseIdleConnections() }, wait func() error) (runtime.State, string, bool, error) {
 	id := spec.ID
 	if sr, ok := m.readSleepRecord(id); ok && sr.Mode == SleepModeMemory && wasSleeping {
-		// Consumed before the restore: an image is restored at most once, even when hutchd
-		// dies during or right after the restore (the restored sandbox then ran on, and its
-		// disk moved on from the image's).
-		if err := os.Remove(m.sleepRecPath(id)); err != nil {
+		// Marked before the restore, not consumed: when hutchd dies during it, Recover finds
+		// the mark and either adopts the restored sandbox or, when it never ran, keeps the
+		// image for the next wake. An image is still restored at most once: a restored
+		// sandbox that ran on (its disk moved on from the image's) loses the image.
+		sr.Restoring = true
+		if err := m.writeSleepRecord(id, sr); err != nil {
 			m.discardMemory(ctx, id)
-			return runtime.State{}, "", false, fmt.Errorf("consume sleep record: %w", err)
+			return runtime.State{}, "", false, fmt.Errorf("mark sleep record: %w", err)
 		}
 		if st, err := m.restore(ctx, rt, spec, sr); err != nil {
 			m.log.WarnContext(ctx, "restore failed, starting afresh", "sandbox_id", id, "err", err)

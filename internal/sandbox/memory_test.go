@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,5 +72,59 @@ func TestImageRoom(t *testing.T) {
 	}
 	if note := m.imageRoom(namedRuntime{name: "x"}, store.Sandbox{ID: "s", InstanceType: "nope"}); !strings.Contains(note, "nope") {
 		t.Errorf("unknown instance type: note %q", note)
+	}
+}
+
+// TestRecoverWake: a memory wake that hutchd's death cut short keeps its image for the next
+// wake when nothing ran from it; the image is dropped, with a sleep note saying why, only when
+// the restored sandbox ran or the image or its agent binary is gone.
+func TestRecoverWake(t *testing.T) {
+	for _, c := range []struct {
+		name                   string
+		ran, noImage, noBinary bool
+		wantMode, wantNote     string
+	}{
+		{"never ran", false, false, false, SleepModeMemory, ""},
+		{"ran", true, false, false, SleepModeDisk, "after the sandbox had resumed"},
+		{"image gone", false, true, false, SleepModeDisk, "memory image of the interrupted wake is unreadable"},
+		{"agent binary gone", false, false, true, SleepModeDisk, "agent binary of the memory image is gone"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &Manager{log: slog.New(slog.DiscardHandler)}
+			m.cfg.DataDir = t.TempDir()
+			id := "s"
+			if err := os.MkdirAll(m.memoryDir(id), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if !c.noImage {
+				if err := os.WriteFile(filepath.Join(m.memoryDir(id), "checkpoint.img"), []byte("image"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bin := filepath.Join(t.TempDir(), "hutch-init")
+			if !c.noBinary {
+				if err := os.WriteFile(bin, []byte("bin"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := m.writeSleepRecord(id, sleepRecord{Mode: SleepModeMemory, AgentBin: bin, Restoring: true}); err != nil {
+				t.Fatal(err)
+			}
+			if !m.wakeInFlight(id) {
+				t.Fatal("wakeInFlight = false for a record marked restoring")
+			}
+			m.recoverWake(context.Background(), store.Sandbox{ID: id}, c.ran)
+			sr, ok := m.readSleepRecord(id)
+			if !ok || sr.Mode != c.wantMode || sr.Restoring || !strings.Contains(sr.Note, c.wantNote) {
+				t.Fatalf("sleep record after recoverWake = %+v, %v; want mode %s, note containing %q, not restoring", sr, ok, c.wantMode, c.wantNote)
+			}
+			_, err := os.Stat(m.memoryDir(id))
+			if kept := err == nil; kept != (c.wantMode == SleepModeMemory) {
+				t.Errorf("memory image kept = %v; want %v", kept, c.wantMode == SleepModeMemory)
+			}
+			if m.wakeInFlight(id) {
+				t.Error("wakeInFlight = true after recoverWake")
+			}
+		})
 	}
 }

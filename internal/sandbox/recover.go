@@ -24,12 +24,25 @@ import (
 // records left in stopping or starting (a sleep or wake that hutchd's crash cut short) are
 // finished as sleeping, their disk flushed: the next request starts them again, and a sleep
 // can be asked again (it is then a no-op); one with snapshotOnSleep whose sleep was cut short
-// gets its sleep snapshot. Recover must run before requests are served, after
-// SetSleepSnapshotter and SetTreeSource.
+// gets its sleep snapshot. A sandbox recorded as running whose container is paused was frozen
+// by a snapshot's or fork's capture that the crash cut short: the capture is rolled back (its
+// caller got no answer; nothing of it was stored but a temp file, which the layer cache
+// removes when it opens) and the sandbox thawed and re-adopted. A memory wake cut short is
+// finished when its restore made a running sandbox that answers (it is adopted, running from
+// its image); else the sandbox is left sleeping and its image kept for the next wake, unless
+// the restored sandbox had run or the image is gone (recoverWake: the sleep note says so).
+// Recover must run before requests are served, after SetSleepSnapshotter and SetTreeSource.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.List(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
+	}
+	// A memory wake cut short may still have its restore running, orphaned by hutchd's death:
+	// let it finish before the containers are listed (recoverWake decides on what it made).
+	for _, rec := range recs {
+		if rec.Status == store.StatusStarting && m.wakeInFlight(rec.ID) {
+			m.waitLaunch(ctx, rec)
+		}
 	}
 	// Every backend's containers; a container on another backend than its record names is
 	// not the sandbox's and is removed with those that have no record.
@@ -65,13 +78,41 @@ func (m *Manager) Recover(ctx context.Context) error {
 	for _, rec := range recs {
 		known[rec.ID] = true
 		st, ok := byID[rec.ID]
-		if rec.Status == store.StatusRunning && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
+		if ok && rec.Status == store.StatusRunning && st.Status == runtime.StatusPaused {
+			// Frozen by a snapshot's capture (Capture) that hutchd's death cut short: the
+			// caller got no answer, so the capture is rolled back (its temp files go with the
+			// layer cache's start) and the sandbox thawed and adopted as if never frozen.
+			st = m.thaw(ctx, rec, owner[rec.ID], st)
+		}
+		wake := rec.Status == store.StatusStarting && m.wakeInFlight(rec.ID)
+		if wake && ok && st.Status == runtime.StatusRunning {
+			// The restored sandbox runs the image's agent binary, not this hutchd's.
+			if sr, ok := m.readSleepRecord(rec.ID); ok {
+				_ = os.WriteFile(m.agentBinPath(rec.ID), []byte(sr.AgentBin), 0o600)
+			}
+		}
+		if (rec.Status == store.StatusRunning || wake) && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
 			if a, ok := owner[rec.ID].(runtime.Adopter); ok {
 				a.Adopt(rec.ID)
 			}
 			keep[rec.ID] = rec.NetSlot
+			if wake {
+				// The restore finished after hutchd died: the sandbox runs from its image.
+				m.discardMemory(ctx, rec.ID)
+				if err := m.store.SetStatus(ctx, rec.ID, store.StatusRunning, ""); err != nil {
+					errs = append(errs, err)
+				}
+				m.auditRecovered(ctx, rec, "adopted restored", nil)
+				continue
+			}
 			m.auditRecovered(ctx, rec, "adopted", nil)
 			continue
+		}
+		if wake {
+			// A container that runs, is paused or has stopped was started from the image: its
+			// processes ran. One still created or creating (its restore cut short) never ran.
+			ran := ok && (st.Status == runtime.StatusRunning || st.Status == runtime.StatusPaused || st.Status == runtime.StatusStopped)
+			m.recoverWake(ctx, rec, ran)
 		}
 		transition := rec.Status == store.StatusStopping || rec.Status == store.StatusStarting
 		if err := m.teardown(ctx, rec, transition); err != nil {
@@ -149,6 +190,94 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	m.log.InfoContext(ctx, "recovered", "sandboxes", len(recs), "adopted", len(keep))
 	return errors.Join(errs...)
+}
+
+// thaw resumes rec's paused container on rt and returns its state afterwards; st (paused)
+// when it cannot, and the sandbox is then torn down as any other it cannot adopt.
+func (m *Manager) thaw(ctx context.Context, rec store.Sandbox, rt runtime.Runtime, st runtime.State) runtime.State {
+	p, ok := rt.(runtime.Pauser)
+	if !ok {
+		return st
+	}
+	if err := p.Resume(ctx, rec.ID); err != nil {
+		m.log.WarnContext(ctx, "thaw a sandbox an interrupted capture froze", "sandbox_id", rec.ID, "err", err)
+		return st
+	}
+	now, err := rt.State(ctx, rec.ID)
+	if err != nil {
+		m.log.WarnContext(ctx, "state after thaw", "sandbox_id", rec.ID, "err", err)
+		return st
+	}
+	m.log.InfoContext(ctx, "thawed a sandbox an interrupted capture froze", "sandbox_id", rec.ID, "status", now.Status)
+	return now
+}
+
+// wakeInFlight reports whether id's sleep record marks a restore from its memory image that
+// began (runContainer) and never ended.
+func (m *Manager) wakeInFlight(id string) bool {
+	sr, ok := m.readSleepRecord(id)
+	return ok && sr.Mode == SleepModeMemory && sr.Restoring
+}
+
+// waitLaunch waits (at most launchWait) for a launch of rec's container that an earlier
+// hutchd started and that outlived it (runtime.LaunchWaiter).
+func (m *Manager) waitLaunch(ctx context.Context, rec store.Sandbox) {
+	rt, err := m.runtimeOf(rec)
+	if err != nil {
+		return
+	}
+	lw, ok := rt.(runtime.LaunchWaiter)
+	if !ok {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, launchWait)
+	defer cancel()
+	if err := lw.WaitLaunch(wctx, rec.ID); err != nil {
+		m.log.WarnContext(ctx, "an interrupted restore is still running; tearing it down", "sandbox_id", rec.ID, "err", err)
+	}
+}
+
+// launchWait bounds the wait for an orphaned restore: one takes seconds; one still running
+// after this is wedged and torn down (the image is then kept, as its sandbox never ran).
+const launchWait = 2 * time.Minute
+
+// recoverWake decides on the memory image of rec, whose wake hutchd's death cut short and that
+// could not be adopted (it is torn down and left sleeping next). When its container never ran
+// (the restore had not made it, or was torn down half-way), nothing ran from the image and
+// the disk is as the sleep left it: the image stays, and the next wake restores it. When the
+// restored sandbox ran (ran is true) but cannot be adopted, its processes went on from the
+// image and changed the disk, so the image no longer matches the disk: it is dropped, and the
+// sleep note says why. An image whose files are gone is dropped the same way.
+func (m *Manager) recoverWake(ctx context.Context, rec store.Sandbox, ran bool) {
+	sr, _ := m.readSleepRecord(rec.ID)
+	note := ""
+	switch {
+	case ran:
+		note = "the wake from the memory image was cut short by a restart of hutchd after the sandbox had resumed, and it could not be taken over: the image no longer matches the disk"
+	default:
+		if _, err := os.Stat(filepath.Join(m.memoryDir(rec.ID), "checkpoint.img")); err != nil {
+			note = "the memory image of the interrupted wake is unreadable (" + err.Error() + ")"
+		} else if _, err := os.Stat(sr.AgentBin); err != nil {
+			note = "the agent binary of the memory image is gone (" + err.Error() + ")"
+		}
+	}
+	if note == "" {
+		sr.Restoring = false
+		err := m.writeSleepRecord(rec.ID, sr)
+		if err == nil {
+			m.log.InfoContext(ctx, "kept the memory image of an interrupted wake", "sandbox_id", rec.ID)
+			return
+		}
+		note = "the memory image of the interrupted wake could not be kept (" + err.Error() + ")"
+	}
+	m.log.WarnContext(ctx, "dropped the memory image of an interrupted wake", "sandbox_id", rec.ID, "why", note)
+	m.discardMemory(ctx, rec.ID)
+	if err := m.writeSleepRecord(rec.ID, sleepRecord{
+		Mode: SleepModeDisk, At: sr.At,
+		Note: note + ": processes were stopped and do not restart on wake (only the disk was kept)",
+	}); err != nil {
+		m.log.WarnContext(ctx, "sleep record", "sandbox_id", rec.ID, "err", err)
+	}
 }
 
 // ownedContainer is a container and the backend that runs it.

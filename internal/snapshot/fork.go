@@ -107,7 +107,8 @@ type ForkResult struct {
 // Fork snapshots sandbox id once and creates opts.Count sandboxes from the snapshot in
 // parallel, each running when Fork returns. The forks share the snapshot's layers read-only
 // (nothing is copied per fork) below a fresh disk of their own. If any fork fails, the ones
-// made are destroyed and the error returned. Errors: VALIDATION_FAILED (count outside
+// made are destroyed and the error returned; when hutchd dies meanwhile, the next start
+// destroys them (RecoverForks). Errors: VALIDATION_FAILED (count outside
 // 1–MaxForks, bad or duplicate IDs), SANDBOX_ALREADY_EXISTS (a target ID is taken), those
 // of Create and of sandbox creation.
 func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkResult, error) {
@@ -128,6 +129,11 @@ func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkRe
 		return ForkResult{}, err
 	}
 	res := ForkResult{Snapshot: snap, SnapshotMs: ms(time.Since(start))}
+	endJournal, err := s.beginFork(id, snap.ID, ids)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	defer endJournal()
 	forkStart := time.Now()
 	if err := s.prefetch(ctx, snap); err != nil {
 		return ForkResult{}, err

@@ -105,6 +105,9 @@ type Config struct {
 	// for writers on other hosts sharing the blob store.
 	BlobMinAge time.Duration
 	Logger     *slog.Logger
+	// ForkJournal is the directory of the fork journal (forkjournal.go), so that a fork a
+	// crash cuts short is rolled back at the next start (RecoverForks); "" keeps none.
+	ForkJournal string
 	// Created, if set, is called after a snapshot's meta is stored (hutchd records the
 	// sandbox's egress CA with it). An error is logged; the snapshot stands.
 	Created func(ctx context.Context, snap Snapshot) error

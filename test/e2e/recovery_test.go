@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -316,4 +317,383 @@ func anyNetns(ids []string) bool {
 		}
 	}
 	return false
+}
+
+// captureRuntimes are the runtimes the capture tests run on: runc always, gvisor when runsc
+// is installed.
+func captureRuntimes() []string {
+	if have("runsc") {
+		return []string{"runc", "gvisor"}
+	}
+	return []string{"runc"}
+}
+
+// killWhilePaused runs op (a snapshot or a fork of sandbox id, whose errors are expected: the
+// daemon dies under it) and kills hutchd with SIGKILL as soon as the runtime reports id's
+// container paused: op's capture holds the sandbox frozen then. The capture reads a file of
+// random data that grow(n) writes into the sandbox (n MiB); when op ends before the poll saw
+// the pause, the file is doubled and op tried again, so the test does not hang on the speed of
+// the host. It fails the test if no try caught the pause.
+func killWhilePaused(t *testing.T, id string, sb *client.Sandbox, op func(ctx context.Context)) {
+	t.Helper()
+	for mib := 256; mib <= 2048; mib *= 2 {
+		// A user-space generator: /dev/urandom is slow under gVisor and a small CPU quota.
+		mustExec(t, sb, fmt.Sprintf(`python3 -c 'import random, sys
+for _ in range(%d): sys.stdout.buffer.write(random.randbytes(1<<20))' > /workspace/bulk && sync`, mib))
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			op(context.Background())
+		}()
+		for {
+			if runcContainers(t)[id] == "paused" {
+				d.Kill9()
+				<-done
+				t.Logf("killed hutchd while %s was frozen by a capture of %d MiB", id, mib)
+				return
+			}
+			select {
+			case <-done:
+			default:
+				time.Sleep(5 * time.Millisecond)
+				continue
+			}
+			break
+		}
+		t.Logf("the capture of %d MiB ended before the poll saw %s paused; trying a larger one", mib, id)
+	}
+	t.Fatalf("no capture of %s was seen holding it paused", id)
+}
+
+// startTicker starts a background process in sb that writes the time to /tmp/tick ten times a
+// second, and returns a function that checks it still runs: the tick moves on.
+func startTicker(t *testing.T, sb *client.Sandbox) func(when string) {
+	t.Helper()
+	mustExec(t, sb, "nohup sh -c 'while :; do date +%s%N > /tmp/tick.new; mv /tmp/tick.new /tmp/tick; sleep 0.1; done' >/dev/null 2>&1 &")
+	return func(when string) {
+		t.Helper()
+		first := mustExec(t, sb, "sleep 0.3; cat /tmp/tick")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if now := mustExec(t, sb, "sleep 0.3; cat /tmp/tick"); now != first {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the background process stopped ticking (still %q):\n%s", when, first, processes(t, sb))
+			}
+		}
+	}
+}
+
+// layerTemps lists the capture temp files (internal/snapshot: .layer-*.tar.zst) in the test
+// daemon's layer cache.
+func layerTemps(t *testing.T) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(d.StateDir, "data", "layers", ".layer-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// assertAdoptedRunning checks, before anything could start it again, that sandbox id is
+// recorded running, was re-adopted by the restart (audit), and that its container is not left
+// paused.
+func assertAdoptedRunning(t *testing.T, id string, auditBefore int) {
+	t.Helper()
+	info, err := d.Client().GetSandbox(ctxT(t, time.Minute), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Status != client.StatusRunning {
+		t.Fatalf("%s after the restart: status %q; want running (re-adopted, its processes kept)\n%s", id, info.Status, d.LogTail())
+	}
+	if r := findAudit(auditLog(t, d.StateDir), auditBefore, "sandbox.recovered", id, "hutchd"); r == nil || r["outcome"] != "adopted" {
+		t.Errorf("audit record of recovering %s = %v; want outcome adopted", id, r)
+	}
+	if st := runcContainers(t)[id]; st != "running" {
+		t.Fatalf("%s's container is %q after the restart; want running", id, st)
+	}
+}
+
+// TestRecoveryKill9DuringSnapshot kills hutchd while a snapshot's capture holds the sandbox
+// frozen, on each runtime. The restart must thaw and re-adopt the sandbox (its background
+// process runs on), roll the capture back (no temp file of it left, no snapshot of it listed),
+// and a new snapshot must work.
+func TestRecoveryKill9DuringSnapshot(t *testing.T) {
+	requireEnv(t)
+	for _, rt := range captureRuntimes() {
+		t.Run(rt, func(t *testing.T) {
+			id := "e2e-rec-snap-" + rt
+			sb := sandbox(t, id, &client.SandboxOptions{InstanceType: "basic", Runtime: rt})
+			ticking := startTicker(t, sb)
+			before, err := d.Client().ListSnapshots(ctxT(t, time.Minute), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			killWhilePaused(t, id, sb, func(ctx context.Context) {
+				_, _ = sb.Snapshot(ctx)
+			})
+			auditBefore := len(auditLog(t, d.StateDir))
+			if err := d.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			assertAdoptedRunning(t, id, auditBefore)
+			ticking("after the restart")
+			if left := layerTemps(t); len(left) > 0 {
+				t.Errorf("the interrupted capture left temp files: %v", left)
+			}
+			after, err := d.Client().ListSnapshots(ctxT(t, time.Minute), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(after) != len(before) {
+				t.Errorf("snapshots of %s: %d before, %d after the interrupted one; want it rolled back", id, len(before), len(after))
+			}
+			mustExec(t, sb, "rm /workspace/bulk && echo again > /workspace/again.txt")
+			snap, err := sb.Snapshot(ctxT(t, 5*time.Minute))
+			if err != nil {
+				t.Fatalf("a snapshot after the restart: %v\n%s", err, d.LogTail())
+			}
+			t.Cleanup(func() { d.Client().DeleteSnapshot(ctxT(t, time.Minute), snap.ID) })
+			ticking("after the new snapshot")
+		})
+	}
+}
+
+// TestRecoveryKill9DuringFork kills hutchd while a fork's capture holds its source frozen, on
+// each runtime. The restart must leave the source running with its background process, no
+// fork half-made (no record of the fork's IDs), and a new fork must work.
+func TestRecoveryKill9DuringFork(t *testing.T) {
+	requireEnv(t)
+	for _, rt := range captureRuntimes() {
+		t.Run(rt, func(t *testing.T) {
+			id := "e2e-rec-fork-" + rt
+			forkID := id + "-f1"
+			sb := sandbox(t, id, &client.SandboxOptions{InstanceType: "basic", Runtime: rt})
+			t.Cleanup(func() { d.Client().SandboxHandle(forkID).Destroy(ctxT(t, time.Minute)) })
+			ticking := startTicker(t, sb)
+			killWhilePaused(t, id, sb, func(ctx context.Context) {
+				_, _ = sb.Fork(ctx, 1, &client.ForkOptions{IDs: []string{forkID}})
+			})
+			auditBefore := len(auditLog(t, d.StateDir))
+			if err := d.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			assertAdoptedRunning(t, id, auditBefore)
+			ticking("after the restart")
+			list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i := slices.IndexFunc(list, func(s client.SandboxInfo) bool { return s.ID == forkID }); i >= 0 {
+				t.Errorf("the fork cut short during its capture left a record: %+v", list[i])
+			}
+			if left := layerTemps(t); len(left) > 0 {
+				t.Errorf("the interrupted capture left temp files: %v", left)
+			}
+			mustExec(t, sb, "rm /workspace/bulk && echo forked > /workspace/fork.txt")
+			res, err := sb.Fork(ctxT(t, 5*time.Minute), 1, &client.ForkOptions{IDs: []string{forkID}})
+			if err != nil {
+				t.Fatalf("a fork after the restart: %v\n%s", err, d.LogTail())
+			}
+			t.Cleanup(func() { d.Client().DeleteSnapshot(ctxT(t, time.Minute), res.Snapshot.ID) })
+			if got := mustExec(t, d.Client().SandboxHandle(forkID), "cat /workspace/fork.txt"); got != "forked\n" {
+				t.Fatalf("the fork reads %q", got)
+			}
+			ticking("after the new fork")
+		})
+	}
+}
+
+// TestRecoveryKill9DuringForkCreate kills hutchd after a fork's snapshot, while its sandboxes
+// are being created. The caller got no answer, so the restart rolls the fork back: the forks
+// made so far are destroyed (the fork journal), the source runs on with its background
+// process, and the same fork works again.
+func TestRecoveryKill9DuringForkCreate(t *testing.T) {
+	requireEnv(t)
+	id := "e2e-rec-forkc"
+	forks := []string{id + "-f1", id + "-f2"}
+	sb := sandbox(t, id, &client.SandboxOptions{InstanceType: "lite"})
+	t.Cleanup(func() {
+		for _, f := range forks {
+			d.Client().SandboxHandle(f).Destroy(ctxT(t, time.Minute))
+		}
+	})
+	ticking := startTicker(t, sb)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = sb.Fork(context.Background(), len(forks), &client.ForkOptions{IDs: forks}) // the daemon dies under it
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for !anyNetns(forks) {
+		select {
+		case <-done:
+			t.Fatalf("the fork ended before a fork's network namespace was seen\n%s", d.LogTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fork's network namespace was seen\n%s", d.LogTail())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	d.Kill9()
+	<-done
+	auditBefore := len(auditLog(t, d.StateDir))
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertAdoptedRunning(t, id, auditBefore)
+	ticking("after the restart")
+	list, err := d.Client().ListSandboxes(ctxT(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sbi := range list {
+		if slices.Contains(forks, sbi.ID) {
+			t.Errorf("the fork cut short left sandbox %s (%s); want it rolled back", sbi.ID, sbi.Status)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(d.StateDir, "data", "forks")); len(ents) > 0 {
+		t.Errorf("fork journal left after recovery: %v", ents)
+	}
+	res, err := sb.Fork(ctxT(t, 5*time.Minute), len(forks), &client.ForkOptions{IDs: forks})
+	if err != nil {
+		t.Fatalf("the fork again after the restart: %v\n%s", err, d.LogTail())
+	}
+	t.Cleanup(func() { d.Client().DeleteSnapshot(ctxT(t, time.Minute), res.Snapshot.ID) })
+	for _, f := range forks {
+		if got := mustExec(t, d.Client().SandboxHandle(f), "hostname"); got != f+"\n" {
+			t.Fatalf("hostname in %s = %q", f, got)
+		}
+	}
+	ticking("after the fork")
+}
+
+// memoryValueServer serves, on 127.0.0.1:8124 inside the sandbox, a random value it made at
+// start and keeps only in its memory: a fresh start of the sandbox cannot give it back.
+const memoryValueServer = `import http.server, secrets
+v = secrets.token_hex(16).encode()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(v)
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", 8124), H).serve_forever()
+`
+
+const memoryValueGet = `python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8124/", timeout=5).read().decode())'`
+
+// restoreCommands returns the PIDs of the `runsc restore` commands of sandbox id that run on
+// the host (the CLI, not the sandbox it makes).
+func restoreCommands(id string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if filepath.Base(args[0]) == "runsc" && slices.Contains(args, "restore") &&
+			slices.ContainsFunc(args, func(a string) bool { return strings.HasSuffix(a, "/"+id) }) {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// TestRecoveryKill9DuringMemoryWake kills hutchd while a gVisor sandbox's wake restores it
+// from its memory image; in the second case the `runsc restore` dies too (as on a host whose
+// processes all die), so no restore finishes. The restart must not lose the image: the
+// sandbox ends up running from it (its finished restore adopted, or the image kept for the
+// next wake), and a process's in-memory value is the one it held before the sleep.
+func TestRecoveryKill9DuringMemoryWake(t *testing.T) {
+	requireEnv(t)
+	requireCheckpoint(t)
+	for _, c := range []struct {
+		name        string
+		killRestore bool
+	}{{"restore goes on", false}, {"restore killed too", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			id := "e2e-rec-wake"
+			if c.killRestore {
+				id = "e2e-rec-wake-k"
+			}
+			sb := sandbox(t, id, &client.SandboxOptions{Runtime: "gvisor"})
+			mustExec(t, sb, "cat > /tmp/value.py <<'EOF'\n"+memoryValueServer+"EOF")
+			if _, err := sb.StartProcess(ctxT(t, time.Minute), "python3 /tmp/value.py", client.ProcessOptions{ID: "value"}); err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			deadline := time.Now().Add(time.Minute)
+			for {
+				res, err := sb.Exec(ctxT(t, time.Minute), memoryValueGet, nil)
+				if err == nil && res.ExitCode == 0 {
+					want = strings.TrimSpace(string(res.Stdout))
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the value server does not answer: %v %+v", err, res)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			info, err := sb.Sleep(ctxT(t, 5*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.SleepMode != "memory" {
+				t.Fatalf("sleep kept %q (%s); want memory", info.SleepMode, info.SleepNote)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = sb.Wake(context.Background()) // the daemon dies under it
+			}()
+			deadline = time.Now().Add(time.Minute)
+			var restores []int
+			for restores = restoreCommands(id); len(restores) == 0; restores = restoreCommands(id) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no runsc restore of %s was seen\n%s", id, d.LogTail())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			d.Kill9()
+			if c.killRestore {
+				for _, pid := range restores {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			wg.Wait()
+			if err := d.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			info, err = sb.Info(ctxT(t, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("after the restart: status %q, sleepMode %q, sleepNote %q", info.Status, info.SleepMode, info.SleepNote)
+			if info.Status != client.StatusRunning && !(info.Status == client.StatusSleeping && info.SleepMode == "memory") {
+				t.Fatalf("after the restart: status %q, sleepMode %q, sleepNote %q; want running from the image, or asleep with it\n%s",
+					info.Status, info.SleepMode, info.SleepNote, d.LogTail())
+			}
+			res, err := sb.Exec(ctxT(t, 5*time.Minute), memoryValueGet, nil) // wakes it if asleep
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.TrimSpace(string(res.Stdout)); res.ExitCode != 0 || got != want {
+				t.Fatalf("the in-memory value after the restart = %q (exit %d, %s); want %q: the process did not survive\n%s",
+					got, res.ExitCode, res.Stderr, want, d.LogTail())
+			}
+			if _, err := os.Stat(filepath.Join(d.StateDir, "data", "sandboxes", id, "memory")); err == nil {
+				t.Errorf("the memory image is still there once the sandbox runs from it")
+			}
+		})
+	}
 }

@@ -92,3 +92,22 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 	_, err := r.runSimple(ctx, "resume", id, "resume", id)
 	return err
 }
+
+// Adopt puts container id's CPU quota back to the one it was started with (its bundle's), for
+// a restarted hutchd that takes the container over (runtime.Adopter): a hutchd killed inside
+// Pause, between lifting the quota and restoring it, would otherwise leave the container
+// running with no quota at all. Failures are logged; a container without a quota is left be.
+func (r *Runtime) Adopt(id string) {
+	if checkID(id) != nil {
+		return
+	}
+	quota, period, ok := r.cpuQuota(id)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := r.runSimple(ctx, "update", id, "update", "--cpu-period", strconv.FormatUint(period, 10), "--cpu-quota", strconv.FormatInt(quota, 10), id); err != nil {
+		r.log.ErrorContext(ctx, "put back the CPU quota of an adopted container", "id", id, "err", err)
+	}
+}

@@ -3,6 +3,7 @@ package runc_test
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,6 +100,12 @@ func TestPauseThrottled(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The quota is the container's own again (Pause may lift it while it freezes).
+	checkQuota(t, id, "after pauses")
+}
+
+// checkQuota checks that container id (started with 62 millicores) has its own CPU quota.
+func checkQuota(t *testing.T, id, when string) {
+	t.Helper()
 	quota := map[string]string{
 		"/sys/fs/cgroup/cpu,cpuacct/hutchrt/" + id + "/cpu.cfs_quota_us": "6200",
 		"/sys/fs/cgroup/cpu/hutchrt/" + id + "/cpu.cfs_quota_us":         "6200",
@@ -112,10 +119,34 @@ func TestPauseThrottled(t *testing.T) {
 		}
 		checked = true
 		if got := strings.TrimSpace(string(b)); got != want {
-			t.Errorf("%s = %q after pauses, want %q", path, got, want)
+			t.Errorf("%s = %q %s, want %q", path, got, when, want)
 		}
 	}
 	if !checked {
 		t.Error("found no CPU quota file of the container to check")
 	}
+}
+
+// A hutchd killed inside Pause while the CPU quota is lifted leaves the container with none;
+// the restarted hutchd's Adopt must put the container's own quota back.
+func TestAdoptRestoresCPUQuota(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	id := newID(t)
+	spec := e.spec(t, id)
+	spec.Resources.MilliCPU = 62
+	spec.Args = []string{"sleep", "1000"}
+	if _, err := e.rt.Start(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = e.rt.Delete(ctx, id, true)
+		_ = rootfs.Unmount(spec.RootFS)
+	}()
+	// What Pause does before it freezes a throttled container, and a kill then leaves.
+	if out, err := exec.Command("runc", "--root", filepath.Join(e.dir, "runc"), "update", "--cpu-quota", "-1", id).CombinedOutput(); err != nil {
+		t.Fatalf("runc update: %v: %s", err, out)
+	}
+	e.rt.Adopt(id)
+	checkQuota(t, id, "after Adopt")
 }

@@ -61,7 +61,10 @@ type Runtime struct {
 	log  *slog.Logger
 }
 
-var _ runtime.Runtime = (*Runtime)(nil)
+var (
+	_ runtime.Runtime = (*Runtime)(nil)
+	_ runtime.Adopter = (*Runtime)(nil)
+)
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runc binary and probes the host
 // (cgroup version, swap accounting, cgroup namespaces, rlimits). log receives one line per

@@ -117,6 +117,7 @@ var (
 	_ runtime.Pauser           = (*Runtime)(nil)
 	_ runtime.ExtraFileRefuser = (*Runtime)(nil)
 	_ runtime.Adopter          = (*Runtime)(nil)
+	_ runtime.LaunchWaiter     = (*Runtime)(nil)
 )
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runsc binary and probes the
