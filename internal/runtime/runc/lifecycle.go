@@ -271,4 +271,3 @@ func (r *Runtime) sweepCgroups(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
