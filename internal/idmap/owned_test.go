@@ -1,6 +1,7 @@
 package idmap
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,19 @@ func TestContainerUserNS(t *testing.T) {
 				t.Errorf("%s: %s after making namespaces, want root's IDs", p, line)
 			}
 		}
+	}
+	// A holder the range's root may not execute (root's 0700 copy) is refused as such.
+	private := filepath.Join(t.TempDir(), "true")
+	if b, err := os.ReadFile(holder); err != nil {
+		t.Fatal(err)
+	} else if err := os.WriteFile(private, b, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if ns, err := maps[0].ContainerUserNS(private); !errors.Is(err, os.ErrPermission) {
+		if ns != nil {
+			ns.Close()
+		}
+		t.Errorf("holder of mode 0700: %v, want a permission error", err)
 	}
 	if _, err := (Map{Base: 0, Size: 10}).ContainerUserNS(holder); err == nil {
 		t.Error("a container namespace owned by host root was made")

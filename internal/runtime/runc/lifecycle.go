@@ -60,7 +60,10 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		// container; afterwards the container's processes keep it alive, so the file is
 		// closed when Start returns and a restarted hutchd needs nothing of it.
 		ns, err := spec.IDMap.ContainerUserNS(r.binary)
-		if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			// The host's setup, not the request: the range's root may not run the binary.
+			return runtime.State{}, errdefs.Wrap(errdefs.CodeUnavailable, err, "runc start "+spec.ID)
+		} else if err != nil {
 			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, err)
 		}
 		defer ns.Close()
