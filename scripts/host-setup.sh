@@ -21,9 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-# Sandboxes run as host root until they get user namespaces (the hardening issue), so they
-# share root's inotify limits (per user): with the kernel's defaults (128 instances) one
-# sandbox's file watchers could starve the others' and the host's. Raise them, never lower.
+# The kernel's inotify limits are per user. A runc sandbox with a user namespace (the default)
+# is charged as its own range's root, so these are what each sandbox gets: the kernel's default
+# of 128 instances is too few for a dev server plus a type checker. A sandbox without one
+# (--userns off) runs as host root and shares root's. Raise them, never lower.
 raise() { # raise KEY MIN
   local cur; cur=$(sysctl -n "$1" 2>/dev/null || echo 0)
   if [ "$cur" -lt "$2" ]; then sysctl -q -w "$1=$2" || echo "host-setup: could not raise $1 to $2" >&2; fi

@@ -27,6 +27,8 @@ type Host struct {
 	CgroupNS    bool     // kernel has cgroup namespaces
 	IPv6        bool     // /proc/sys/net/ipv6 exists
 	NoFile      uint64   // RLIMIT_NOFILE for PID 1 (never above our hard limit)
+	MsgQueue    uint64   // RLIMIT_MSGQUEUE for PID 1 (never above our hard limit)
+	SigPending  uint64   // RLIMIT_SIGPENDING for PID 1 (never above our hard limit)
 	CgroupRoots []string // directories under which containers' <parent>/<id> cgroups live
 }
 
@@ -34,6 +36,18 @@ type Host struct {
 // databases, low enough that a process that opens files in a loop stops with EMFILE long before
 // it troubles the host (open files are also charged to the sandbox's memory cgroup).
 const MaxNoFile = 1 << 16
+
+// MaxMsgQueue and MaxSigPending cap RLIMIT_MSGQUEUE (bytes of POSIX message queues) and
+// RLIMIT_SIGPENDING (queued signals) in containers. The kernel counts both per user of the
+// sandbox (these limits) and again per sandbox, at its user namespace's owner (bounded by
+// hutchd's own limits when the namespace was made; see idmap.ContainerUserNS): a sandbox's
+// users may hold at most these each, a whole sandbox at most hutchd's, and none takes from
+// another sandbox or from the host. MaxMsgQueue is the kernel's default; MaxSigPending leaves
+// room for programs that queue real-time signals, well below a default (~ RLIMIT_NPROC).
+const (
+	MaxMsgQueue   = 819200
+	MaxSigPending = 1 << 14
+)
 
 // ProbeHost reads the host facts of Host from /sys/fs/cgroup, /proc and our rlimits.
 func ProbeHost() (Host, error) {
@@ -67,6 +81,14 @@ func ProbeHost() (Host, error) {
 		return h, fmt.Errorf("oci spec: getrlimit: %w", err)
 	}
 	h.NoFile = min(rl.Max, MaxNoFile)
+	if err := unix.Getrlimit(unix.RLIMIT_MSGQUEUE, &rl); err != nil {
+		return h, fmt.Errorf("oci spec: getrlimit: %w", err)
+	}
+	h.MsgQueue = min(rl.Max, MaxMsgQueue)
+	if err := unix.Getrlimit(unix.RLIMIT_SIGPENDING, &rl); err != nil {
+		return h, fmt.Errorf("oci spec: getrlimit: %w", err)
+	}
+	h.SigPending = min(rl.Max, MaxSigPending)
 	return h, nil
 }
 

@@ -110,9 +110,7 @@ func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
 				Effective: caps,
 				Permitted: caps,
 			},
-			Rlimits: []specs.POSIXRlimit{
-				{Type: "RLIMIT_NOFILE", Hard: b.Host.NoFile, Soft: b.Host.NoFile},
-			},
+			Rlimits:         b.rlimits(),
 			NoNewPrivileges: true,
 		},
 		Hostname: hostname,
@@ -178,6 +176,19 @@ func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
 		userNS(spec, s.IDMap)
 	}
 	return spec, nil
+}
+
+// rlimits are PID 1's resource limits: RLIMIT_NOFILE, and RLIMIT_MSGQUEUE and
+// RLIMIT_SIGPENDING when probed (a Host without them keeps the runtime's own).
+func (b Builder) rlimits() []specs.POSIXRlimit {
+	rl := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: b.Host.NoFile, Soft: b.Host.NoFile}}
+	if b.Host.MsgQueue > 0 {
+		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_MSGQUEUE", Hard: b.Host.MsgQueue, Soft: b.Host.MsgQueue})
+	}
+	if b.Host.SigPending > 0 {
+		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_SIGPENDING", Hard: b.Host.SigPending, Soft: b.Host.SigPending})
+	}
+	return rl
 }
 
 func defaultMounts() []specs.Mount {

@@ -8,13 +8,14 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/runtime"
 )
 
 func testRuntime(h Host) Builder { return Builder{Host: h, CgroupParent: "hutch"} }
 
 func TestBuildSpec(t *testing.T) {
-	r := testRuntime(Host{MemSwap: true, CgroupNS: true, IPv6: true, NoFile: 4096})
+	r := testRuntime(Host{MemSwap: true, CgroupNS: true, IPv6: true, NoFile: 4096, MsgQueue: 1000, SigPending: 100})
 	spec, err := r.Build(runtime.Spec{
 		ID:        "abc-1",
 		RootFS:    "/var/lib/hutch/sandboxes/abc-1/merged",
@@ -39,8 +40,10 @@ func TestBuildSpec(t *testing.T) {
 	if !spec.Process.NoNewPrivileges || spec.Process.OOMScoreAdj != nil {
 		t.Errorf("noNewPrivileges %v oomScoreAdj %v", spec.Process.NoNewPrivileges, spec.Process.OOMScoreAdj)
 	}
-	if rl := spec.Process.Rlimits; len(rl) != 1 || rl[0].Hard != 4096 || rl[0].Soft != 4096 {
-		t.Errorf("rlimits = %+v", rl)
+	wantRL := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 4096},
+		{Type: "RLIMIT_MSGQUEUE", Hard: 1000, Soft: 1000}, {Type: "RLIMIT_SIGPENDING", Hard: 100, Soft: 100}}
+	if rl := spec.Process.Rlimits; !slices.Equal(rl, wantRL) {
+		t.Errorf("rlimits = %+v, want %+v", rl, wantRL)
 	}
 	caps := spec.Process.Capabilities
 	if !slices.Equal(caps.Bounding, Capabilities) || !slices.Equal(caps.Effective, Capabilities) || len(caps.Inheritable) != 0 || len(caps.Ambient) != 0 {
@@ -191,5 +194,50 @@ func TestDefaultSeccomp(t *testing.T) {
 	}
 	if len(sc.Architectures) == 0 {
 		t.Skip("no architectures for this GOARCH")
+	}
+}
+
+// TestJoinUserNS: a spec joining a user namespace made beforehand keeps its mappings and other
+// namespaces, and hands back the host-owned network namespace runc could not join from inside
+// it (a fresh one, without a path, stays for runc to make).
+func TestJoinUserNS(t *testing.T) {
+	r := testRuntime(Host{CgroupNS: true, NoFile: 1024})
+	idm := idmap.Map{Base: 1 << 20, Size: 1 << 16}
+	for _, tc := range []struct {
+		netns, wantOut string
+	}{
+		{"/var/run/netns/hutch-x", "/var/run/netns/hutch-x"},
+		{"", ""},
+	} {
+		spec, err := r.Build(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}, NetNSPath: tc.netns, IDMap: idm})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := JoinUserNS(spec, "/proc/1/fd/7")
+		if err != nil || out != tc.wantOut {
+			t.Errorf("netns %q: JoinUserNS = %q, %v; want %q", tc.netns, out, err, tc.wantOut)
+		}
+		got := map[specs.LinuxNamespaceType]string{}
+		for _, ns := range spec.Linux.Namespaces {
+			got[ns.Type] = ns.Path
+		}
+		if p, ok := got[specs.UserNamespace]; !ok || p != "/proc/1/fd/7" {
+			t.Errorf("netns %q: user namespace %q (%v)", tc.netns, p, ok)
+		}
+		if p, ok := got[specs.NetworkNamespace]; ok != (tc.netns == "") || p != "" {
+			t.Errorf("netns %q: network namespace left %q (%v)", tc.netns, p, ok)
+		}
+		for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace} {
+			if _, ok := got[typ]; !ok {
+				t.Errorf("netns %q: %s namespace dropped", tc.netns, typ)
+			}
+		}
+		if len(spec.Linux.UIDMappings) != 1 || spec.Linux.UIDMappings[0].HostID != idm.Base {
+			t.Errorf("netns %q: uid mappings %+v", tc.netns, spec.Linux.UIDMappings)
+		}
+	}
+	spec, _ := r.Build(runtime.Spec{ID: "x", RootFS: "/r", Args: []string{"sh"}})
+	if _, err := JoinUserNS(spec, "/proc/1/fd/7"); err == nil {
+		t.Error("JoinUserNS of a spec without a user namespace succeeded")
 	}
 }

@@ -40,7 +40,17 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 	cmd := r.command(ctx, append([]string{"exec", id}, args...)...)
 	cmd.Stdout = &lockedWriter{mu: &mu, w: stdout}
 	cmd.Stderr = &lockedWriter{mu: &mu, w: io.MultiWriter(stderr, tail)}
-	err := cmd.Run()
+	// runc exec joins the namespaces of the container's spec, which has no network namespace
+	// when it joined a user namespace of hutchd's (JoinUserNS): start it in PID 1's.
+	st, err := r.State(ctx, id)
+	if err != nil {
+		return -1, err
+	}
+	var how launch
+	if st.Pid > 0 {
+		how.netns = fmt.Sprintf("/proc/%d/ns/net", st.Pid)
+	}
+	err = how.run(cmd)
 	if err == nil {
 		return 0, nil
 	}

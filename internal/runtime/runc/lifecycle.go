@@ -52,12 +52,32 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, err)
 	}
+	var how launch
+	if spec.IDMap.Enabled() {
+		// A namespace owned by the range's root, not one runc (root) would make: the
+		// kernel's per-user limits of the sandbox are then its own (idmap.ContainerUserNS).
+		// runc joins it by a path to this process's descriptor while it starts the
+		// container; afterwards the container's processes keep it alive, so the file is
+		// closed when Start returns and a restarted hutchd needs nothing of it.
+		ns, err := spec.IDMap.ContainerUserNS(r.binary)
+		if errors.Is(err, os.ErrPermission) {
+			// The host's setup, not the request: the range's root may not run the binary.
+			return runtime.State{}, errdefs.Wrap(errdefs.CodeUnavailable, err, "runc start "+spec.ID)
+		} else if err != nil {
+			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, err)
+		}
+		defer ns.Close()
+		if how.netns, err = ocispec.JoinUserNS(oci, fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), ns.Fd())); err != nil {
+			return runtime.State{}, err
+		}
+		how.rlimits, oci.Process.Rlimits = oci.Process.Rlimits, nil
+	}
 	bundle, err := r.writeBundle(spec.ID, oci)
 	if err != nil {
 		return runtime.State{}, err
 	}
 	started := time.Now()
-	st, err := r.start(ctx, spec, bundle)
+	st, err := r.start(ctx, spec, bundle, how)
 	if err != nil {
 		r.log.Warn("container start failed", "id", spec.ID, "err", err)
 		// Clean up with a fresh context: ctx may be the reason we failed.
@@ -98,7 +118,8 @@ func openStdio(logPath string) (stdin, out *os.File, err error) {
 	return stdin, out, nil
 }
 
-func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (runtime.State, error) {
+// start runs `runc run --detach` as how says.
+func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string, how launch) (runtime.State, error) {
 	stdin, out, err := openStdio(spec.LogPath)
 	if err != nil {
 		return runtime.State{}, err
@@ -116,7 +137,7 @@ func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string) (
 	cmd := r.command(ctx, append(args, spec.ID)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
 	cmd.ExtraFiles = spec.ExtraFiles
-	if err := cmd.Run(); err != nil {
+	if err := how.run(cmd); err != nil {
 		if ctx.Err() != nil {
 			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
 		}
