@@ -286,7 +286,7 @@ func (s *Service) capture(ctx context.Context, idm idmap.Map, disk sandbox.Disk,
 	}
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
+	stats, werr := WriteLayer(ctx, io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
 	cerr := enc.Close()
 	if werr != nil {
 		return werr
