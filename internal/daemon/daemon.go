@@ -172,6 +172,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		DiskQuota:        cfg.DiskQuota == "on",
 		NoSleepMemory:    cfg.SleepMemory == "off",
 		UserNS:           cfg.UserNS == "on",
+		MaxFrozen:        time.Duration(cfg.SnapshotMaxFrozen),
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err
@@ -202,6 +203,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot"),
+		SleepKeep: cfg.SleepSnapshotsKeep, QuotaBytes: int64(cfg.SnapshotQuotaBytes),
 		Created: func(ctx context.Context, snap snapshot.Snapshot) error {
 			return authority.RememberSnapshot(ctx, snap.ID, snap.SandboxID)
 		}})

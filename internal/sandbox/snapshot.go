@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,20 +65,34 @@ type Disk struct {
 	Mounts map[string]string
 }
 
+// DefaultMaxFrozen is Config.MaxFrozen's default: how long a capture may keep a running
+// sandbox frozen.
+const DefaultMaxFrozen = time.Minute
+
 // Capture calls fn with sandbox id's record and its disk (see Disk) while nothing can write to
 // it, and returns fn's error. A running sandbox is frozen (the runtime's Pauser: the cgroup
 // freezer) for fn's whole duration and its file system synced (syncfs) first, then thawed; a
 // sandbox that is not running (sleeping, stopped) is only synced. Lifecycle operations on the
 // sandbox wait meanwhile (the ID lock is held); requests to its agent stall until it is thawed.
-// fn must do local work only and return quickly.
+//
+// fn's ctx ends, and fn must then stop and return, when the caller's ctx does (a client that
+// gives up), when the sandbox has been frozen for Config.MaxFrozen (a disk too large to read
+// in that time: the sandbox is not held frozen longer, the capture fails with
+// SNAPSHOT_FROZEN_TOO_LONG), or when a Destroy of the sandbox begins (a destroy never waits for
+// a capture: it cancels it). The sandbox is thawed in every case.
 // Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
-// the runtime's pause error, fn's error.
+// the runtime's pause error, SNAPSHOT_FROZEN_TOO_LONG, fn's error.
 func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
+	ctx, done := m.cancellable(ctx, id)
+	defer done()
 	unlock := m.lock(id)
 	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return err
@@ -91,6 +106,7 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	}
 	defer releaseDisk()
 	upper := m.upperDir(id)
+	var tooLong error
 	if inst != nil {
 		rt, err := m.runtimeOf(rec)
 		if err != nil {
@@ -100,10 +116,20 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 		if !ok {
 			return errdefs.Newf(errdefs.CodeNotImplemented, "runtime %s cannot pause a running sandbox", rt.Name())
 		}
+		maxFrozen := m.cfg.MaxFrozen
+		if maxFrozen <= 0 {
+			maxFrozen = DefaultMaxFrozen
+		}
+		tooLong = errdefs.Newf(errdefs.CodeSnapshotFrozenTooLong,
+			"the capture of %s did not finish within %v, the longest a sandbox is kept frozen: the sandbox was thawed; make its disk smaller (or sparse), snapshot it asleep, or raise hutchd's snapshotMaxFrozen", id, maxFrozen).
+			With("maxFrozen", maxFrozen.String())
 		start := time.Now()
 		if err := p.Pause(ctx, id); err != nil {
 			return fmt.Errorf("freeze %s: %w", id, err)
 		}
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
+		defer stop()
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
@@ -122,7 +148,72 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 		return err
 	}
 	defer release()
-	return fn(ctx, rec, Disk{Upper: upper, Mounts: views})
+	err = fn(ctx, rec, Disk{Upper: upper, Mounts: views})
+	if err != nil && ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		m.log.WarnContext(ctx, "capture abandoned", "sandbox_id", id, "cause", cause)
+		if tooLong != nil && errors.Is(cause, tooLong) {
+			return tooLong
+		}
+		if errdefs.CodeOf(cause) != errdefs.CodeInternal {
+			return cause // a destroy's, with its code
+		}
+	}
+	return err
+}
+
+// cancellable returns ctx made cancellable by a Destroy of sandbox id (cancelCaptures), and
+// the release of that registration.
+func (m *Manager) cancellable(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	m.capMu.Lock()
+	if m.captures == nil {
+		m.captures = map[string]map[*context.CancelCauseFunc]bool{}
+	}
+	if m.captures[id] == nil {
+		m.captures[id] = map[*context.CancelCauseFunc]bool{}
+	}
+	key := &cancel
+	m.captures[id][key] = true
+	if m.destroying[id] > 0 {
+		cancel(destroyingErr(id))
+	}
+	m.capMu.Unlock()
+	return ctx, func() {
+		m.capMu.Lock()
+		delete(m.captures[id], key)
+		if len(m.captures[id]) == 0 {
+			delete(m.captures, id)
+		}
+		m.capMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelCaptures cancels every capture of sandbox id in progress (or waiting for its ID lock),
+// and those that begin until the returned release is called, so a destroy does not wait for
+// them.
+func (m *Manager) cancelCaptures(id string) (release func()) {
+	m.capMu.Lock()
+	defer m.capMu.Unlock()
+	if m.destroying == nil {
+		m.destroying = map[string]int{}
+	}
+	m.destroying[id]++
+	for c := range m.captures[id] {
+		(*c)(destroyingErr(id))
+	}
+	return func() {
+		m.capMu.Lock()
+		defer m.capMu.Unlock()
+		if m.destroying[id]--; m.destroying[id] <= 0 {
+			delete(m.destroying, id)
+		}
+	}
+}
+
+func destroyingErr(id string) error {
+	return errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q is being destroyed: its snapshot was cancelled", id).With("sandbox", id)
 }
 
 // DiskSpec is what a sandbox's disk is built on.
