@@ -142,6 +142,16 @@ func (d *Daemon) Start(ctx context.Context) error {
 	return nil
 }
 
+// Pid is the running hutchd's process ID, 0 when it is not running.
+func (d *Daemon) Pid() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cmd == nil || d.cmd.Process == nil {
+		return 0
+	}
+	return d.cmd.Process.Pid
+}
+
 // Kill9 kills hutchd with SIGKILL, as a crash would, and waits for it.
 func (d *Daemon) Kill9() { d.end(syscall.SIGKILL) }
 

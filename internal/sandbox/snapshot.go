@@ -82,12 +82,26 @@ const DefaultMaxFrozen = time.Minute
 // a capture: it cancels it). The sandbox is thawed in every case.
 // Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
 // the runtime's pause error, SNAPSHOT_FROZEN_TOO_LONG, fn's error.
-func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) error {
+func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) (err error) {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
 	ctx, done := m.cancellable(ctx, id)
 	defer done()
+	var tooLong error // the frozen-time bound's cause, once the sandbox is frozen
+	defer func() {
+		// Whatever step a cancel cut, the error says why it came (ctx is the latest one).
+		if err == nil || ctx.Err() == nil {
+			return
+		}
+		cause := context.Cause(ctx)
+		m.log.WarnContext(ctx, "capture abandoned", "sandbox_id", id, "cause", cause)
+		if tooLong != nil && errors.Is(cause, tooLong) {
+			err = tooLong
+		} else if errdefs.CodeOf(cause) != errdefs.CodeInternal {
+			err = cause // a destroy's, with its code
+		}
+	}()
 	unlock := m.lock(id)
 	defer unlock()
 	if err := ctx.Err(); err != nil {
@@ -106,7 +120,6 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	}
 	defer releaseDisk()
 	upper := m.upperDir(id)
-	var tooLong error
 	if inst != nil {
 		rt, err := m.runtimeOf(rec)
 		if err != nil {
@@ -124,13 +137,7 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 			"the capture of %s did not finish within %v, the longest a sandbox is kept frozen: the sandbox was thawed; make its disk smaller (or sparse), snapshot it asleep, or raise hutchd's snapshotMaxFrozen", id, maxFrozen).
 			With("maxFrozen", maxFrozen.String())
 		start := time.Now()
-		if err := p.Pause(ctx, id); err != nil {
-			return fmt.Errorf("freeze %s: %w", id, err)
-		}
-		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
-		defer stop()
-		defer func() {
+		thaw := func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if err := p.Resume(rctx, id); err != nil {
@@ -138,7 +145,24 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 			}
 			inst.touch()
 			m.log.InfoContext(ctx, "sandbox frozen for capture", "sandbox_id", id, "took", time.Since(start).Round(time.Millisecond))
-		}()
+		}
+		// The freeze is not cut by a cancel: a runtime killed part way through it can leave the
+		// cgroup frozen with nobody to thaw it. A failed freeze is thawed too, for the same
+		// reason.
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err = p.Pause(pctx, id)
+		pcancel()
+		if err != nil {
+			thaw()
+			return fmt.Errorf("freeze %s: %w", id, err)
+		}
+		defer thaw()
+		if err := ctx.Err(); err != nil { // cancelled during the freeze
+			return context.Cause(ctx)
+		}
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
+		defer stop()
 	}
 	if err := syncDir(upper); err != nil {
 		return fmt.Errorf("flush disk of %s: %w", id, err)
@@ -148,18 +172,7 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 		return err
 	}
 	defer release()
-	err = fn(ctx, rec, Disk{Upper: upper, Mounts: views})
-	if err != nil && ctx.Err() != nil {
-		cause := context.Cause(ctx)
-		m.log.WarnContext(ctx, "capture abandoned", "sandbox_id", id, "cause", cause)
-		if tooLong != nil && errors.Is(cause, tooLong) {
-			return tooLong
-		}
-		if errdefs.CodeOf(cause) != errdefs.CodeInternal {
-			return cause // a destroy's, with its code
-		}
-	}
-	return err
+	return fn(ctx, rec, Disk{Upper: upper, Mounts: views})
 }
 
 // cancellable returns ctx made cancellable by a Destroy of sandbox id (cancelCaptures), and
