@@ -177,16 +177,19 @@ func TestSnapshotOnSleepRetention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ids []string
+		var ids, origins []string
 		for _, s := range list {
-			ids = append(ids, s.ID+"/"+s.Origin)
+			ids, origins = append(ids, s.ID), append(origins, s.Origin)
 		}
-		want := []string{last + "/sleep"}
+		want, wantOrigins := []string{last}, []string{"sleep"}
 		if requested != "" {
-			want = []string{requested + "/request", last + "/sleep"}
+			want, wantOrigins = []string{requested, last}, []string{"request", "sleep"}
 		}
 		if !slices.Equal(ids, want) {
-			t.Fatalf("after sleep %d the sandbox's snapshots are %v; want %v", i, ids, want)
+			t.Fatalf("after sleep %d the sandbox's snapshots are %v; want %v (the requested one and the newest sleep one)", i, ids, want)
+		}
+		if !slices.Equal(origins, wantOrigins) {
+			t.Errorf("after sleep %d the snapshots' origins are %v; want %v", i, origins, wantOrigins)
 		}
 		mustExec(t, sb, "true") // wake it
 	}
