@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/daemontest"
 )
 
 // TestSnapshotSparseFile: a 20 GiB sparse file holding a few bytes costs its data, not its
@@ -53,7 +54,11 @@ du -k huge | cut -f1`, size/2+12345, size-4, size/4))
 
 // freezeState reports whether sandbox id's cgroup is frozen (cgroup v1 freezer or v2), and
 // whether it could tell.
-func freezeState(id string) (frozen, known bool) {
+func freezeState(id string) (frozen, known bool) { return freezeStateIn(cgroupDir, id) }
+
+// freezeStateIn is freezeState for a daemon with the cgroup parent parent.
+func freezeStateIn(parent, id string) (frozen, known bool) {
+	cgroupDir := parent
 	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/freezer", cgroupDir, id, "freezer.state")); err == nil {
 		s := strings.TrimSpace(string(b))
 		return s == "FROZEN" || s == "FREEZING", true
@@ -197,6 +202,94 @@ func TestSnapshotCancelAndDestroy(t *testing.T) {
 		}
 		if left, _ := filepath.Glob(filepath.Join(d.StateDir, "data", "layers", ".layer-*")); len(left) != 0 {
 			t.Errorf("the cancelled capture left %v", left)
+		}
+	})
+}
+
+// TestSnapshotBounds runs a hutchd of its own with a 1 s frozen-time bound and a 3 MB snapshot
+// quota per sandbox: a capture that needs longer than the bound (4 GiB of real data to read)
+// fails with SNAPSHOT_FROZEN_TOO_LONG and leaves the sandbox running; a snapshot past the
+// quota is refused with SNAPSHOT_QUOTA_EXCEEDED and stores nothing.
+func TestSnapshotBounds(t *testing.T) {
+	requireEnv(t)
+	skipOnGVisor(t, "the e2e daemon of its own runs runc")
+	state, err := os.MkdirTemp("", "hutch-e2e-snapbound-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm, err := daemontest.New(bins, state, filepath.Join(state, "hutchd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dm.Args = []string{
+		"--images-dir", imagesDir(),
+		"--if-prefix", "hsq", "--netns-prefix", "hutchsq-", "--nft-table", "hutchsq", "--cgroup-parent", "hutchsq",
+		"--subnet", "10.82.0.0/16", "--dns-port", "34053", "--http-port", "34001", "--tls-port", "34002",
+		"--preview-listen", "off", "--data-volume", "off", "--disk-quota", "off", "--log-level", "debug",
+		"--snapshot-max-frozen", "1s", "--snapshot-quota-bytes", "3000000",
+	}
+	if err := dm.Start(context.Background()); err != nil {
+		t.Fatalf("start hutchd: %v\n%s", err, dm.LogTail())
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := dm.DestroyAll(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		dm.Stop()
+		cleanupState(dm)
+		dirs, _ := filepath.Glob("/sys/fs/cgroup/*/hutchsq")
+		for _, dir := range append(dirs, "/sys/fs/cgroup/hutchsq") {
+			os.Remove(dir)
+		}
+	})
+	c := dm.Client()
+
+	t.Run("quota", func(t *testing.T) {
+		sb, err := c.Sandbox(ctxT(t, 5*time.Minute), "e2e-snap-quota", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, sb, "mkdir -p /workspace/q && head -c 2000000 /dev/urandom > /workspace/q/a")
+		first, err := sb.Snapshot(ctxT(t, 5*time.Minute))
+		if err != nil {
+			t.Fatalf("first snapshot (2 MB, under the 3 MB quota): %v", err)
+		}
+		// The second layer holds both files (4 MB, incompressible): past the quota.
+		mustExec(t, sb, "head -c 2000000 /dev/urandom > /workspace/q/b")
+		_, err = sb.Snapshot(ctxT(t, 5*time.Minute))
+		if !errdefs.IsCode(err, errdefs.CodeSnapshotQuota) {
+			t.Fatalf("snapshot past the quota = %v; want SNAPSHOT_QUOTA_EXCEEDED", err)
+		}
+		list, err := c.ListSnapshots(ctxT(t, time.Minute), sb.ID())
+		if err != nil || len(list) != 1 || list[0].ID != first.ID {
+			t.Errorf("snapshots after the refusal = %+v, %v; want only %s", list, err, first.ID)
+		}
+		layers, _ := filepath.Glob(filepath.Join(state, "blobs", "layers", "*.tar.zst"))
+		if len(layers) != 1 {
+			t.Errorf("layer blobs after the refusal: %v; want the first snapshot's alone", layers)
+		}
+	})
+
+	t.Run("max frozen", func(t *testing.T) {
+		sb, err := c.Sandbox(ctxT(t, 5*time.Minute), "e2e-snap-frozen", &client.SandboxOptions{InstanceType: "standard-2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustExec(t, sb, "mkdir -p /workspace/data && yes hutch-snapshot-data | head -c 4294967296 > /workspace/data/blob && sync")
+		_, err = sb.Snapshot(ctxT(t, 10*time.Minute))
+		if !errdefs.IsCode(err, errdefs.CodeSnapshotFrozenTooLong) {
+			t.Fatalf("snapshot of 4 GiB with a 1 s bound = %v; want SNAPSHOT_FROZEN_TOO_LONG\n%s", err, dm.LogTail())
+		}
+		if frozen, _ := freezeStateIn("hutchsq", sb.ID()); frozen {
+			t.Error("the sandbox is still frozen after the bound")
+		}
+		if got := mustExec(t, sb, "echo alive"); got != "alive\n" {
+			t.Errorf("after the bound: %q", got)
+		}
+		if left, _ := filepath.Glob(filepath.Join(state, "layers", ".layer-*")); len(left) != 0 {
+			t.Errorf("the abandoned capture left %v", left)
 		}
 	})
 }
