@@ -88,18 +88,25 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	}
 	ctx, done := m.cancellable(ctx, id)
 	defer done()
-	var tooLong error // the frozen-time bound's cause, once the sandbox is frozen
+	base := ctx                // ended by the caller or a destroy (done runs after the check below)
+	var tooLong error          // the frozen-time bound's cause, once the sandbox is frozen
+	var frozen context.Context // base with the bound, once the sandbox is frozen
 	defer func() {
-		// Whatever step a cancel cut, the error says why it came (ctx is the latest one).
-		if err == nil || ctx.Err() == nil {
+		// Whatever step a cancel cut, the error says why it came. (frozen's own stop has run
+		// by now: only a cause of tooLong says the bound ended it.)
+		if err == nil {
 			return
 		}
-		cause := context.Cause(ctx)
-		m.log.WarnContext(ctx, "capture abandoned", "sandbox_id", id, "cause", cause)
-		if tooLong != nil && errors.Is(cause, tooLong) {
+		switch {
+		case frozen != nil && errors.Is(context.Cause(frozen), tooLong) && base.Err() == nil:
+			m.log.WarnContext(base, "capture abandoned: frozen too long", "sandbox_id", id)
 			err = tooLong
-		} else if errdefs.CodeOf(cause) != errdefs.CodeInternal {
-			err = cause // a destroy's, with its code
+		case base.Err() != nil:
+			cause := context.Cause(base)
+			m.log.WarnContext(base, "capture abandoned", "sandbox_id", id, "cause", cause)
+			if errdefs.CodeOf(cause) != errdefs.CodeInternal {
+				err = cause // a destroy's, with its code
+			}
 		}
 	}()
 	unlock := m.lock(id)
@@ -161,8 +168,9 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 			return context.Cause(ctx)
 		}
 		var stop context.CancelFunc
-		ctx, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
+		frozen, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
 		defer stop()
+		ctx = frozen
 	}
 	if err := syncDir(upper); err != nil {
 		return fmt.Errorf("flush disk of %s: %w", id, err)
