@@ -28,7 +28,10 @@ type SnapshotInfo struct {
 	// Layers, newest first; ParentLayers are the digests of the layers it was built on.
 	Layers       []SnapshotLayer `json:"layers"`
 	ParentLayers []string        `json:"parentLayers"`
-	Image        struct {
+	// Origin is "request" (asked for) or "sleep" (taken at a sleep of a sandbox with
+	// snapshotOnSleep; only the newest are kept, and they go with their sandbox).
+	Origin string `json:"origin,omitempty"`
+	Image  struct {
 		ID   string `json:"id"`
 		Name string `json:"name"`
 	} `json:"image"`

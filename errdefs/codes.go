@@ -120,10 +120,18 @@ const (
 	CodeBackupRestoreFailed Code = "BACKUP_RESTORE_FAILED"
 
 	// Snapshots and forks (whole-disk layers in the blob store).
-	CodeSnapshotNotFound Code = "SNAPSHOT_NOT_FOUND"     // unknown snapshot ID or missing layer
-	CodeSnapshotFailed   Code = "SNAPSHOT_FAILED"        // capture, upload or layer extraction failed
-	CodeSnapshotTooDeep  Code = "SNAPSHOT_TOO_DEEP"      // the sandbox already has the most layers a disk may have
-	CodeSandboxExists    Code = "SANDBOX_ALREADY_EXISTS" // a fork's target ID is taken
+	CodeSnapshotNotFound Code = "SNAPSHOT_NOT_FOUND" // unknown snapshot ID or missing layer
+	CodeSnapshotFailed   Code = "SNAPSHOT_FAILED"    // capture, upload or layer extraction failed
+	CodeSnapshotTooDeep  Code = "SNAPSHOT_TOO_DEEP"  // the sandbox already has the most layers a disk may have
+	// CodeSnapshotFrozenTooLong: the capture of a running sandbox did not finish within the
+	// frozen-time bound (hutchd's snapshotMaxFrozen) and was abandoned; the sandbox was thawed
+	// and runs on. Context {maxFrozen}.
+	CodeSnapshotFrozenTooLong Code = "SNAPSHOT_FROZEN_TOO_LONG"
+	// CodeSnapshotQuota: the sandbox's snapshots would hold more of the blob store than its
+	// quota (hutchd's snapshotQuotaBytes), even after evicting its older sleep snapshots.
+	// Context {quotaBytes, usedBytes, layerBytes}.
+	CodeSnapshotQuota Code = "SNAPSHOT_QUOTA_EXCEEDED"
+	CodeSandboxExists Code = "SANDBOX_ALREADY_EXISTS" // a fork's target ID is taken
 
 	// Terminals (PTY shells over WebSocket) and browser access.
 	CodeTerminalNotFound Code = "TERMINAL_NOT_FOUND" // unknown terminal ID
@@ -245,10 +253,12 @@ var codes = map[Code]codeInfo{
 	CodeBackupCreateFailed:  {ErrInternal, http.StatusInternalServerError},
 	CodeBackupRestoreFailed: {ErrInternal, http.StatusInternalServerError},
 
-	CodeSnapshotNotFound: {ErrNotFound, http.StatusNotFound},
-	CodeSnapshotFailed:   {ErrInternal, http.StatusInternalServerError},
-	CodeSnapshotTooDeep:  {ErrFailedPrecondition, http.StatusConflict},
-	CodeSandboxExists:    {ErrAlreadyExists, http.StatusConflict},
+	CodeSnapshotNotFound:      {ErrNotFound, http.StatusNotFound},
+	CodeSnapshotFailed:        {ErrInternal, http.StatusInternalServerError},
+	CodeSnapshotTooDeep:       {ErrFailedPrecondition, http.StatusConflict},
+	CodeSnapshotFrozenTooLong: {ErrFailedPrecondition, http.StatusConflict},
+	CodeSnapshotQuota:         {ErrFailedPrecondition, http.StatusInsufficientStorage},
+	CodeSandboxExists:         {ErrAlreadyExists, http.StatusConflict},
 
 	CodeTerminalNotFound: {ErrNotFound, http.StatusNotFound},
 	CodeOriginNotAllowed: {ErrPermissionDenied, http.StatusForbidden},

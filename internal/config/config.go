@@ -189,6 +189,17 @@ type Config struct {
 	// BackupOrphanAge is how old an archive without metadata (a failed or killed backup) must
 	// be before the GC removes it. Default 1h.
 	BackupOrphanAge Duration `json:"backupOrphanAge"`
+	// SnapshotMaxFrozen is the longest a snapshot keeps a running sandbox frozen while it reads
+	// its disk; a capture that needs longer is abandoned (the sandbox thawed) with 409
+	// SNAPSHOT_FROZEN_TOO_LONG. Default 1m.
+	SnapshotMaxFrozen Duration `json:"snapshotMaxFrozen"`
+	// SleepSnapshotsKeep is how many snapshots taken at sleep (snapshotOnSleep) are kept per
+	// sandbox, newest first; older ones are deleted as new ones are taken. Default 1.
+	SleepSnapshotsKeep int `json:"sleepSnapshotsKeep"`
+	// SnapshotQuotaBytes bounds the compressed bytes the snapshots of one sandbox may hold in
+	// the blob store: past it its sleep snapshots are evicted, oldest first, then new
+	// snapshots are refused with 507 SNAPSHOT_QUOTA_EXCEEDED. -1 turns it off. Default 20 GB.
+	SnapshotQuotaBytes int `json:"snapshotQuotaBytes"`
 
 	// DataVolume is the image file of the data volume (internal/volume): an ext4 file system,
 	// loop-mounted at <StateDir>/data, that holds the sandboxes' disks, the snapshot layer cache
@@ -244,47 +255,50 @@ func Defaults() Config {
 	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	sort.Strings(cas)
 	return Config{
-		StateDir:          "/var/lib/hutch",
-		Listen:            "127.0.0.1:7411",
-		AgentBinary:       filepath.Join(filepath.Dir(exe), "hutch-init"),
-		RuncBinary:        "runc",
-		Runtime:           "runc",
-		RunscBinary:       "runsc",
-		RunscPlatform:     "systrap",
-		Subnet:            "10.88.0.0/16",
-		IfPrefix:          "hsb",
-		NSPrefix:          "hutch-",
-		NftTable:          "hutch",
-		CgroupParent:      "hutch",
-		DNSPort:           15053,
-		HTTPPort:          15001,
-		TLSPort:           15002,
-		Upstreams:         map[string]string{},
-		ExtraCACerts:      cas,
-		StopGrace:         Duration(5 * time.Second),
-		PreviewListen:     "127.0.0.1:7412",
-		PreviewDomain:     "localhost",
-		ProcessLogBytes:   4 << 20,
-		APIRateLimit:      1000,
-		MaxConnsPerClient: DefaultMaxConnsPerClient,
-		ProcessRetention:  Duration(time.Hour),
-		LogLevel:          "info",
-		LogMaxBytes:       16 << 20,
-		LogFiles:          3,
-		LogValueMaxBytes:  1 << 10,
-		LogSandboxRate:    5,
-		AuditLogMaxBytes:  16 << 20,
-		AuditLogFiles:     3,
-		EgressLogMaxBytes: 8 << 20,
-		EgressLogFiles:    2,
-		BlobStore:         "local",
-		BackupGCInterval:  Duration(10 * time.Minute),
-		BackupOrphanAge:   Duration(time.Hour),
-		DataVolumeSize:    "auto",
-		DiskQuota:         "on",
-		SleepMemory:       "on",
-		UserNS:            "on",
-		ConsoleDir:        defaultConsoleDir(exe),
+		StateDir:           "/var/lib/hutch",
+		Listen:             "127.0.0.1:7411",
+		AgentBinary:        filepath.Join(filepath.Dir(exe), "hutch-init"),
+		RuncBinary:         "runc",
+		Runtime:            "runc",
+		RunscBinary:        "runsc",
+		RunscPlatform:      "systrap",
+		Subnet:             "10.88.0.0/16",
+		IfPrefix:           "hsb",
+		NSPrefix:           "hutch-",
+		NftTable:           "hutch",
+		CgroupParent:       "hutch",
+		DNSPort:            15053,
+		HTTPPort:           15001,
+		TLSPort:            15002,
+		Upstreams:          map[string]string{},
+		ExtraCACerts:       cas,
+		StopGrace:          Duration(5 * time.Second),
+		PreviewListen:      "127.0.0.1:7412",
+		PreviewDomain:      "localhost",
+		ProcessLogBytes:    4 << 20,
+		APIRateLimit:       1000,
+		ProcessRetention:   Duration(time.Hour),
+		LogLevel:           "info",
+		MaxConnsPerClient:  DefaultMaxConnsPerClient,
+		LogMaxBytes:        16 << 20,
+		LogFiles:           3,
+		LogValueMaxBytes:   1 << 10,
+		LogSandboxRate:     5,
+		AuditLogMaxBytes:   16 << 20,
+		AuditLogFiles:      3,
+		EgressLogMaxBytes:  8 << 20,
+		EgressLogFiles:     2,
+		BlobStore:          "local",
+		BackupGCInterval:   Duration(10 * time.Minute),
+		BackupOrphanAge:    Duration(time.Hour),
+		SnapshotMaxFrozen:  Duration(time.Minute),
+		SleepSnapshotsKeep: 1,
+		SnapshotQuotaBytes: 20_000_000_000,
+		DataVolumeSize:     "auto",
+		DiskQuota:          "on",
+		SleepMemory:        "on",
+		UserNS:             "on",
+		ConsoleDir:         defaultConsoleDir(exe),
 	}
 }
 
@@ -352,6 +366,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	s3TLS := fs.Bool("s3-tls", false, "use https to the S3 endpoint (env HUTCH_S3_TLS=true)")
 	backupGC := fs.Duration("backup-gc-interval", 0, "how often expired backups are removed (env HUTCH_BACKUP_GC_INTERVAL; default 10m)")
 	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
+	maxFrozen := fs.Duration("snapshot-max-frozen", 0, "longest a snapshot keeps a running sandbox frozen (env HUTCH_SNAPSHOT_MAX_FROZEN; default 1m)")
+	sleepKeep := fs.Int("sleep-snapshots-keep", 0, "snapshots taken at sleep kept per sandbox (env HUTCH_SLEEP_SNAPSHOTS_KEEP; default 1)")
+	snapQuota := fs.Int("snapshot-quota-bytes", 0, "blob store bytes the snapshots of one sandbox may hold, -1 off (env HUTCH_SNAPSHOT_QUOTA_BYTES; default 20 GB)")
 	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
 	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
 	sleepMemory := fs.String("sleep-memory", "", `keep running processes across sleeps where the runtime can checkpoint (gVisor), "on" or "off" (env HUTCH_SLEEP_MEMORY; default on)`)
@@ -442,7 +459,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		dst  *Duration
 		flag time.Duration
 		env  string
-	}{{&c.BackupGCInterval, *backupGC, "HUTCH_BACKUP_GC_INTERVAL"}, {&c.BackupOrphanAge, *orphanAge, "HUTCH_BACKUP_ORPHAN_AGE"}} {
+	}{{&c.BackupGCInterval, *backupGC, "HUTCH_BACKUP_GC_INTERVAL"}, {&c.BackupOrphanAge, *orphanAge, "HUTCH_BACKUP_ORPHAN_AGE"},
+		{&c.SnapshotMaxFrozen, *maxFrozen, "HUTCH_SNAPSHOT_MAX_FROZEN"}} {
 		if v := getenv(d.env); v != "" {
 			dur, err := time.ParseDuration(v)
 			if err != nil {
@@ -476,7 +494,8 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		{&c.LogMaxBytes, *logMax, "HUTCH_LOG_MAX_BYTES"}, {&c.LogFiles, *logFiles, "HUTCH_LOG_FILES"},
 		{&c.LogValueMaxBytes, *logValueMax, "HUTCH_LOG_VALUE_MAX_BYTES"}, {&c.LogSandboxRate, *logRate, "HUTCH_LOG_SANDBOX_RATE"},
 		{&c.AuditLogMaxBytes, *auditMax, "HUTCH_AUDIT_LOG_MAX_BYTES"}, {&c.AuditLogFiles, *auditFiles, "HUTCH_AUDIT_LOG_FILES"},
-		{&c.EgressLogMaxBytes, *egressMax, "HUTCH_EGRESS_LOG_MAX_BYTES"}, {&c.EgressLogFiles, *egressFiles, "HUTCH_EGRESS_LOG_FILES"}} {
+		{&c.EgressLogMaxBytes, *egressMax, "HUTCH_EGRESS_LOG_MAX_BYTES"}, {&c.EgressLogFiles, *egressFiles, "HUTCH_EGRESS_LOG_FILES"},
+		{&c.SleepSnapshotsKeep, *sleepKeep, "HUTCH_SLEEP_SNAPSHOTS_KEEP"}, {&c.SnapshotQuotaBytes, *snapQuota, "HUTCH_SNAPSHOT_QUOTA_BYTES"}} {
 		if err := pickInt(p.dst, p.flag, p.env); err != nil {
 			return Config{}, err
 		}
@@ -662,6 +681,15 @@ func (c Config) Validate() error {
 	}
 	if c.BackupGCInterval < Duration(time.Second) || c.BackupOrphanAge < Duration(time.Second) {
 		bad("backup GC interval and orphan age must be at least 1s")
+	}
+	if c.SnapshotMaxFrozen < Duration(time.Second) {
+		bad("snapshot max frozen %s must be at least 1s", time.Duration(c.SnapshotMaxFrozen))
+	}
+	if c.SleepSnapshotsKeep < 1 {
+		bad("sleep snapshots keep %d must be at least 1", c.SleepSnapshotsKeep)
+	}
+	if c.SnapshotQuotaBytes < 1 && c.SnapshotQuotaBytes != -1 {
+		bad("snapshot quota bytes %d: want bytes (at least 1) or -1 for off", c.SnapshotQuotaBytes)
 	}
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(c.LogLevel)); err != nil {

@@ -179,6 +179,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		DiskQuota:        cfg.DiskQuota == "on",
 		NoSleepMemory:    cfg.SleepMemory == "off",
 		UserNS:           cfg.UserNS == "on",
+		MaxFrozen:        time.Duration(cfg.SnapshotMaxFrozen),
 	}, log.With("component", "sandbox"), st, rt, imgs, networks{nets}, egressAdapter{eg}, overlay{})
 	if err != nil {
 		return err
@@ -210,6 +211,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	mgr.SetLayers(layers)
 	snaps := snapshot.New(snapshot.Config{Blobs: blobs, Cache: layers, Sandboxes: mgr, Logger: log.With("component", "snapshot"),
 		ForkJournal: filepath.Join(dataDir, "forks"),
+		SleepKeep:   cfg.SleepSnapshotsKeep, QuotaBytes: int64(cfg.SnapshotQuotaBytes),
 		Created: func(ctx context.Context, snap snapshot.Snapshot) error {
 			return authority.RememberSnapshot(ctx, snap.ID, snap.SandboxID)
 		}})

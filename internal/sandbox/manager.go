@@ -115,6 +115,9 @@ type Config struct {
 	// IdleCheckInterval is how often the idle reaper looks for sandboxes to put to sleep; 0
 	// means 1 s. A sandbox sleeps at most this long after its sleepAfter has passed.
 	IdleCheckInterval time.Duration
+	// MaxFrozen is the longest a capture (Capture) keeps a running sandbox frozen; 0 means
+	// DefaultMaxFrozen.
+	MaxFrozen time.Duration
 }
 
 // Manager owns every sandbox of this host.
@@ -151,6 +154,12 @@ type Manager struct {
 
 	locksMu sync.Mutex
 	locks   map[string]*idLock // guarded by locksMu
+
+	// captures are the cancels of the snapshots of each sandbox in progress (snapshot.go), for
+	// Destroy; guarded by capMu.
+	capMu         sync.Mutex
+	captures      map[string]map[*context.CancelCauseFunc]bool
+	capDestroying map[string]int // destroys in progress, by sandbox ID
 
 	mu        sync.RWMutex
 	instances map[string]*instance // running sandboxes; guarded by mu
@@ -560,8 +569,15 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
+	// A snapshot in progress holds the ID lock: end it, do not wait it out.
+	defer m.cancelCaptures(id)()
 	unlock := m.lock(id)
-	defer unlock()
+	unlocked := false
+	defer func() {
+		if !unlocked {
+			unlock()
+		}
+	}()
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return err
@@ -587,6 +603,14 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox destroyed", "sandbox_id", id)
+	unlock()
+	unlocked = true
+	// Its sleep snapshots go with it (a failure leaves them, logged; the destroy stands).
+	if s := m.sleepSnap.Load(); s != nil {
+		if err := (*s).SandboxDestroyed(ctx, id); err != nil {
+			m.log.WarnContext(ctx, "delete sleep snapshots of destroyed sandbox", "sandbox_id", id, "err", err)
+		}
+	}
 	return nil
 }
 

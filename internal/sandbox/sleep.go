@@ -281,6 +281,9 @@ type SleepSnapshotter interface {
 	// with the sandbox's ID lock held and its container gone: nothing writes to upper
 	// meanwhile, and it must not call back into the Manager for this sandbox.
 	SnapshotAsleep(ctx context.Context, rec store.Sandbox, disk Disk) (string, error)
+	// SandboxDestroyed deletes the sleep snapshots of sandbox id, just destroyed (Destroy
+	// calls it, without the ID lock).
+	SandboxDestroyed(ctx context.Context, id string) error
 }
 
 // SetSleepSnapshotter gives the manager what snapshots sandboxes with snapshotOnSleep when they
@@ -290,6 +293,8 @@ func (m *Manager) SetSleepSnapshotter(s SleepSnapshotter) { m.sleepSnap.Store(&s
 // snapshotAsleep takes the sleep snapshot of rec's sandbox (asleep, ID lock held) and records
 // its ID, or its failure: a failed snapshot never undoes the sleep.
 func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
+	ctx, done := m.cancellable(ctx, rec.ID) // a destroy cancels it
+	defer done()
 	start := time.Now()
 	var id string
 	var err error = errdefs.New(errdefs.CodeUnavailable, "snapshots are not available on this host")

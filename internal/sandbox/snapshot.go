@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -64,20 +65,55 @@ type Disk struct {
 	Mounts map[string]string
 }
 
+// DefaultMaxFrozen is Config.MaxFrozen's default: how long a capture may keep a running
+// sandbox frozen.
+const DefaultMaxFrozen = time.Minute
+
 // Capture calls fn with sandbox id's record and its disk (see Disk) while nothing can write to
 // it, and returns fn's error. A running sandbox is frozen (the runtime's Pauser: the cgroup
 // freezer) for fn's whole duration and its file system synced (syncfs) first, then thawed; a
 // sandbox that is not running (sleeping, stopped) is only synced. Lifecycle operations on the
 // sandbox wait meanwhile (the ID lock is held); requests to its agent stall until it is thawed.
-// fn must do local work only and return quickly.
+//
+// fn's ctx ends, and fn must then stop and return, when the caller's ctx does (a client that
+// gives up), when the sandbox has been frozen for Config.MaxFrozen (a disk too large to read
+// in that time: the sandbox is not held frozen longer, the capture fails with
+// SNAPSHOT_FROZEN_TOO_LONG), or when a Destroy of the sandbox begins (a destroy never waits for
+// a capture: it cancels it). The sandbox is thawed in every case.
 // Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
-// the runtime's pause error, fn's error.
-func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) error {
+// the runtime's pause error, SNAPSHOT_FROZEN_TOO_LONG, fn's error.
+func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) (err error) {
 	if err := ValidateID(id); err != nil {
 		return err
 	}
+	ctx, done := m.cancellable(ctx, id)
+	defer done()
+	base := ctx                // ended by the caller or a destroy (done runs after the check below)
+	var tooLong error          // the frozen-time bound's cause, once the sandbox is frozen
+	var frozen context.Context // base with the bound, once the sandbox is frozen
+	defer func() {
+		// Whatever step a cancel cut, the error says why it came. (frozen's own stop has run
+		// by now: only a cause of tooLong says the bound ended it.)
+		if err == nil {
+			return
+		}
+		switch {
+		case frozen != nil && errors.Is(context.Cause(frozen), tooLong) && base.Err() == nil:
+			m.log.WarnContext(base, "capture abandoned: frozen too long", "sandbox_id", id)
+			err = tooLong
+		case base.Err() != nil:
+			cause := context.Cause(base)
+			m.log.WarnContext(base, "capture abandoned", "sandbox_id", id, "cause", cause)
+			if errdefs.CodeOf(cause) != errdefs.CodeInternal {
+				err = cause // a destroy's, with its code
+			}
+		}
+	}()
 	unlock := m.lock(id)
 	defer unlock()
+	if err := ctx.Err(); err != nil {
+		return context.Cause(ctx)
+	}
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return err
@@ -100,11 +136,15 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 		if !ok {
 			return errdefs.Newf(errdefs.CodeNotImplemented, "runtime %s cannot pause a running sandbox", rt.Name())
 		}
-		start := time.Now()
-		if err := p.Pause(ctx, id); err != nil {
-			return fmt.Errorf("freeze %s: %w", id, err)
+		maxFrozen := m.cfg.MaxFrozen
+		if maxFrozen <= 0 {
+			maxFrozen = DefaultMaxFrozen
 		}
-		defer func() {
+		tooLong = errdefs.Newf(errdefs.CodeSnapshotFrozenTooLong,
+			"the capture of %s did not finish within %v, the longest a sandbox is kept frozen: the sandbox was thawed; make its disk smaller (or sparse), snapshot it asleep, or raise hutchd's snapshotMaxFrozen", id, maxFrozen).
+			With("maxFrozen", maxFrozen.String())
+		start := time.Now()
+		thaw := func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if err := p.Resume(rctx, id); err != nil {
@@ -112,7 +152,25 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 			}
 			inst.touch()
 			m.log.InfoContext(ctx, "sandbox frozen for capture", "sandbox_id", id, "took", time.Since(start).Round(time.Millisecond))
-		}()
+		}
+		// The freeze is not cut by a cancel: a runtime killed part way through it can leave the
+		// cgroup frozen with nobody to thaw it. A failed freeze is thawed too, for the same
+		// reason.
+		pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		err = p.Pause(pctx, id)
+		pcancel()
+		if err != nil {
+			thaw()
+			return fmt.Errorf("freeze %s: %w", id, err)
+		}
+		defer thaw()
+		if err := ctx.Err(); err != nil { // cancelled during the freeze
+			return context.Cause(ctx)
+		}
+		var stop context.CancelFunc
+		frozen, stop = context.WithTimeoutCause(ctx, maxFrozen, tooLong)
+		defer stop()
+		ctx = frozen
 	}
 	if err := syncDir(upper); err != nil {
 		return fmt.Errorf("flush disk of %s: %w", id, err)
@@ -123,6 +181,60 @@ func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Co
 	}
 	defer release()
 	return fn(ctx, rec, Disk{Upper: upper, Mounts: views})
+}
+
+// cancellable returns ctx made cancellable by a Destroy of sandbox id (cancelCaptures), and
+// the release of that registration.
+func (m *Manager) cancellable(ctx context.Context, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	m.capMu.Lock()
+	if m.captures == nil {
+		m.captures = map[string]map[*context.CancelCauseFunc]bool{}
+	}
+	if m.captures[id] == nil {
+		m.captures[id] = map[*context.CancelCauseFunc]bool{}
+	}
+	key := &cancel
+	m.captures[id][key] = true
+	if m.capDestroying[id] > 0 {
+		cancel(destroyingErr(id))
+	}
+	m.capMu.Unlock()
+	return ctx, func() {
+		m.capMu.Lock()
+		delete(m.captures[id], key)
+		if len(m.captures[id]) == 0 {
+			delete(m.captures, id)
+		}
+		m.capMu.Unlock()
+		cancel(nil)
+	}
+}
+
+// cancelCaptures cancels every capture of sandbox id in progress (or waiting for its ID lock),
+// and those that begin until the returned release is called, so a destroy does not wait for
+// them.
+func (m *Manager) cancelCaptures(id string) (release func()) {
+	m.capMu.Lock()
+	defer m.capMu.Unlock()
+	if m.capDestroying == nil {
+		m.capDestroying = map[string]int{}
+	}
+	m.capDestroying[id]++
+	for c := range m.captures[id] {
+		(*c)(destroyingErr(id))
+	}
+	return func() {
+		m.capMu.Lock()
+		defer m.capMu.Unlock()
+		if m.capDestroying[id]--; m.capDestroying[id] <= 0 {
+			delete(m.capDestroying, id)
+		}
+	}
+}
+
+func destroyingErr(id string) error {
+	return errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q is being destroyed: its snapshot was cancelled", id).With("sandbox", id)
 }
 
 // DiskSpec is what a sandbox's disk is built on.

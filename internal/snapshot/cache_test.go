@@ -22,7 +22,7 @@ import (
 func putLayer(t *testing.T, blobs blob.Store, dir string) string {
 	t.Helper()
 	var tarBuf bytes.Buffer
-	_, err := WriteLayer(&tarBuf, dir, nil, idmap.Map{})
+	_, err := WriteLayer(context.Background(), &tarBuf, dir, nil, idmap.Map{})
 	must(t, err)
 	sum := sha256.Sum256(tarBuf.Bytes())
 	digest := "sha256-" + hex.EncodeToString(sum[:])

@@ -15,6 +15,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/sparse"
 )
 
 // Extraction tuning: regular files up to inlineMax bytes are read from the stream into a
@@ -179,6 +181,16 @@ func (x *layerExtractor) read(r io.Reader) error {
 			continue // attributes once the directory's content is in place
 		case tar.TypeReg:
 			x.files[name] = true
+			size, ext, isSparse, err := sparse.Parse(hdr.PAXRecords, hdr.Size)
+			if err != nil {
+				return fmt.Errorf("snapshot layer: %s: %w", name, err)
+			}
+			if isSparse {
+				if err := writeSparse(target, hdr, tr, size, ext, bigBuf); err != nil {
+					return fmt.Errorf("snapshot layer: write %s: %w", name, err)
+				}
+				continue
+			}
 			if hdr.Size > inlineMax {
 				if err := writeStream(target, hdr, tr, bigBuf); err != nil {
 					return fmt.Errorf("snapshot layer: write %s: %w", name, err)
@@ -277,6 +289,24 @@ func writeStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error 
 		}
 	}
 	if err := f.Truncate(hdr.Size); err != nil { // the size, when the file ends in a hole
+		f.Close()
+		return err
+	}
+	if err := fileMeta(f, hdr); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// writeSparse creates the regular file target of apparent size size from a sparse entry's
+// data extents ext in r (internal/sparse): only they are written, the rest stays holes.
+func writeSparse(target string, hdr *tar.Header, r io.Reader, size int64, ext []sparse.Extent, buf []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+	if err != nil {
+		return err
+	}
+	if err := sparse.Restore(f, r, size, ext, buf, nil); err != nil {
 		f.Close()
 		return err
 	}

@@ -87,6 +87,9 @@ type Snapshot struct {
 	Image        Image         `json:"image"`
 	Config       SandboxConfig `json:"config"`
 	Format       string        `json:"format"`
+	// Origin is OriginRequest or OriginSleep (retention.go); "" in metas written before it
+	// was recorded, which count as requested. Not part of the ID.
+	Origin string `json:"origin,omitempty"`
 }
 
 // Config configures a Service.
@@ -104,6 +107,12 @@ type Config struct {
 	// BlobMinAge: the periodic blob GC spares layer blobs younger than this (default 10 min),
 	// for writers on other hosts sharing the blob store.
 	BlobMinAge time.Duration
+	// SleepKeep is how many sleep snapshots of a sandbox are kept (retention.go); 0 means
+	// DefaultSleepKeep.
+	SleepKeep int
+	// QuotaBytes bounds the blob store bytes of each sandbox's snapshots (retention.go); 0
+	// means DefaultQuotaBytes, negative none.
+	QuotaBytes int64
 	Logger     *slog.Logger
 	// ForkJournal is the directory of the fork journal (forkjournal.go), so that a fork a
 	// crash cuts short is rolled back at the next start (RecoverForks); "" keeps none.
@@ -139,6 +148,12 @@ func New(cfg Config) *Service {
 	}
 	if cfg.BlobMinAge <= 0 {
 		cfg.BlobMinAge = 10 * time.Minute
+	}
+	if cfg.SleepKeep <= 0 {
+		cfg.SleepKeep = DefaultSleepKeep
+	}
+	if cfg.QuotaBytes == 0 {
+		cfg.QuotaBytes = DefaultQuotaBytes
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -195,7 +210,7 @@ func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error
 		return Snapshot{}, err
 	}
 	defer s.discard(&c)
-	return s.finish(ctx, &c, start, time.Since(start))
+	return s.finish(ctx, &c, start, time.Since(start), OriginRequest)
 }
 
 // SnapshotAsleep snapshots the disk of the sleeping sandbox rec and
@@ -212,15 +227,27 @@ func (s *Service) SnapshotAsleep(ctx context.Context, rec store.Sandbox, disk sa
 	if err := s.capture(ctx, rec.IDMap(), disk, &c); err != nil {
 		return "", errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+rec.ID)
 	}
-	snap, err := s.finish(ctx, &c, start, 0)
+	snap, err := s.finish(ctx, &c, start, 0, OriginSleep)
 	return snap.ID, err
 }
 
-// finish turns a capture into a snapshot: the layer adopted into the cache and uploaded, the
-// meta written. frozen is how long the sandbox was frozen (for the log).
-func (s *Service) finish(ctx context.Context, c *captured, start time.Time, frozen time.Duration) (Snapshot, error) {
+// finish turns a capture into a snapshot: checked against the sandbox's quota, the layer
+// adopted into the cache and uploaded, the meta written, older sleep snapshots pruned
+// (retention.go). frozen is how long the sandbox was frozen (for the log).
+func (s *Service) finish(ctx context.Context, c *captured, start time.Time, frozen time.Duration, origin string) (Snapshot, error) {
+	gc := false
+	defer func() {
+		if gc { // after blobGC.RUnlock below: the GC takes it exclusively
+			s.collect(ctx)
+		}
+	}()
 	s.blobGC.RLock()
 	defer s.blobGC.RUnlock()
+	return s.record(ctx, c, start, frozen, origin, &gc)
+}
+
+// record is finish with blobGC held shared; *gc is set when metas were deleted.
+func (s *Service) record(ctx context.Context, c *captured, start time.Time, frozen time.Duration, origin string, gc *bool) (Snapshot, error) {
 	sandboxID := c.rec.ID
 	snap := Snapshot{
 		SandboxID: sandboxID,
@@ -232,11 +259,17 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 		},
 		Format:       Format,
 		ParentLayers: append([]string{}, c.rec.Layers...),
+		Origin:       origin,
 	}
 	if snap.Config.EnvVars == nil {
 		snap.Config.EnvVars = map[string]string{}
 	}
 	if c.stats.Entries > 0 {
+		evicted, err := s.makeRoom(ctx, sandboxID, c.digest, fileSize(c.zstPath), "")
+		*gc = *gc || evicted
+		if err != nil {
+			return Snapshot{}, err
+		}
 		if err := s.cfg.Cache.addFile(ctx, c.digest, c.zstPath); err != nil {
 			return Snapshot{}, errdefs.Wrap(errdefs.CodeSnapshotFailed, err, "snapshot of "+sandboxID)
 		}
@@ -255,6 +288,12 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 		snap.SizeBytes += l.CompressedBytes
 	}
 	snap.ID = contentID(snap)
+	if origin == OriginSleep {
+		// The same disk snapshotted on request before: it stays the user's.
+		if prev, err := s.Get(ctx, snap.ID); err == nil && prev.Origin != OriginSleep {
+			snap.Origin = prev.Origin
+		}
+	}
 	b, err := json.MarshalIndent(snap, "", "  ")
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("snapshot meta: %w", err)
@@ -265,6 +304,13 @@ func (s *Service) finish(ctx context.Context, c *captured, start time.Time, froz
 	if s.cfg.Created != nil {
 		if err := s.cfg.Created(ctx, snap); err != nil {
 			s.log.WarnContext(ctx, "snapshot: created hook", "snapshot", snap.ID, "err", err)
+		}
+	}
+	if origin == OriginSleep {
+		pruned, err := s.pruneSleep(ctx, sandboxID, snap.ID)
+		*gc = *gc || pruned
+		if err != nil {
+			s.log.WarnContext(ctx, "sleep snapshot pruning", "sandbox_id", sandboxID, "err", err)
 		}
 	}
 	s.log.InfoContext(ctx, "snapshot created", "sandbox_id", sandboxID, "snapshot", snap.ID, "layers", len(snap.Layers),
@@ -289,7 +335,7 @@ func (s *Service) capture(ctx context.Context, idm idmap.Map, disk sandbox.Disk,
 	}
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
+	stats, werr := WriteLayer(ctx, io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
 	cerr := enc.Close()
 	if werr != nil {
 		return werr

@@ -2,10 +2,12 @@ package snapshot
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/idmap"
+	"github.com/hutchdev/hutch/internal/sparse"
 )
 
 // paxXattr prefixes an extended attribute's name in a PAX record (the GNU tar / star form).
@@ -52,6 +55,11 @@ type LayerStats struct {
 // missing root is an empty layer. The tree must not change while it is written (the caller
 // freezes the sandbox).
 //
+// A regular file with holes is written as a sparse entry (internal/sparse): its data extents
+// only, found with SEEK_DATA/SEEK_HOLE, so a file's apparent size costs nothing to capture;
+// ExtractLayer makes it sparse again. ctx is checked before every file and every MiB of
+// content: a cancelled capture stops at once with ctx's error (its cause, when it has one).
+//
 // mounts maps directories inside the sandbox ("/workspace/app") to host directories that
 // hold their whole content (read-only views of directory mounts, sandbox.Disk): where the walk
 // of root meets such a directory, the directory is written opaque (it hides what the layers
@@ -62,7 +70,7 @@ type LayerStats struct {
 // and the layer records them as in-sandbox IDs (an owner outside the range as
 // idmap.Overflow), so a layer reads the same whichever range it came from. The zero Map
 // records owners as they are.
-func WriteLayer(w io.Writer, root string, mounts map[string]string, idm idmap.Map) (LayerStats, error) {
+func WriteLayer(ctx context.Context, w io.Writer, root string, mounts map[string]string, idm idmap.Map) (LayerStats, error) {
 	var stats LayerStats
 	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
 		return stats, tar.NewWriter(w).Close()
@@ -73,6 +81,12 @@ func WriteLayer(w io.Writer, root string, mounts map[string]string, idm idmap.Ma
 		buf:    make([]byte, 1<<20),
 		mounts: mounts,
 		idm:    idm,
+		check: func() error {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			return nil
+		},
 	}
 	if err := lw.tree(root, ""); err != nil {
 		return lw.stats, fmt.Errorf("snapshot layer: %w", err)
@@ -88,12 +102,16 @@ type layerWriter struct {
 	mounts map[string]string
 	idm    idmap.Map
 	stats  LayerStats
+	check  func() error // ctx's cause once it is done
 }
 
 // tree writes the entries below src, named prefix + their path relative to src.
 func (lw *layerWriter) tree(src, prefix string) error {
 	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
+			return err
+		}
+		if err := lw.check(); err != nil {
 			return err
 		}
 		if p == src {
@@ -134,6 +152,12 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		ModTime: time.Unix(st.Mtim.Sec, st.Mtim.Nsec),
 		Format:  tar.FormatPAX,
 	}
+	var (
+		content *os.File // a regular file's, open
+		extents []sparse.Extent
+		holes   bool
+		err     error
+	)
 	hdr.Uid, _ = lw.idm.ToSandbox(hdr.Uid)
 	hdr.Gid, _ = lw.idm.ToSandbox(hdr.Gid)
 	switch st.Mode & unix.S_IFMT {
@@ -150,6 +174,17 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 			lw.links[key] = name
 		}
 		hdr.Typeflag, hdr.Size = tar.TypeReg, st.Size
+		if st.Size > 0 {
+			f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+			if err != nil {
+				return fmt.Errorf("open %.300s: %w", name, err)
+			}
+			defer f.Close()
+			content = f
+			if extents, holes, err = sparse.Extents(f, st.Size); err != nil {
+				return fmt.Errorf("%.300s: %w", name, err)
+			}
+		}
 	case unix.S_IFLNK:
 		target, err := os.Readlink(p)
 		if err != nil {
@@ -168,9 +203,15 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		lw.stats.Skipped++
 		return nil
 	}
-	var err error
 	if hdr.PAXRecords, err = readXattrs(p); err != nil {
 		return fmt.Errorf("xattrs of %s: %w", name, err)
+	}
+	if holes {
+		if hdr.PAXRecords == nil {
+			hdr.PAXRecords = map[string]string{}
+		}
+		maps.Copy(hdr.PAXRecords, sparse.Records(st.Size, extents))
+		hdr.Size = sparse.DataBytes(extents)
 	}
 	if opaque {
 		if hdr.PAXRecords == nil {
@@ -182,32 +223,13 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	lw.stats.Entries++
-	if hdr.Typeflag == tar.TypeReg && hdr.Size > 0 {
-		return copyFile(lw.tw, p, hdr.Size, lw.buf)
+	if content != nil {
+		if err := sparse.Copy(lw.tw, content, extents, lw.buf, lw.check); err != nil {
+			return fmt.Errorf("read %.300s: %w", name, err)
+		}
 	}
 	return nil
 }
-
-// copyFile writes exactly size bytes of the file at p to w.
-func copyFile(w io.Writer, p string, size int64, buf []byte) error {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	n, err := io.CopyBuffer(w, io.LimitReader(onlyReader{f}, size), buf)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", p, err)
-	}
-	if n != size {
-		return fmt.Errorf("read %s: file shrank from %d to %d bytes while being captured", p, size, n)
-	}
-	return nil
-}
-
-// onlyReader hides a reader's other methods, so io.Copy does not take a shortcut (WriterTo)
-// that would read past the limit.
-type onlyReader struct{ io.Reader }
 
 // readXattrs returns p's kept extended attributes as PAX records, or nil when it has none.
 func readXattrs(p string) (map[string]string, error) {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"io"
@@ -117,9 +118,9 @@ func TestLayerRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var a, b bytes.Buffer
-	stats, err := WriteLayer(&a, src, nil, idmap.Map{})
+	stats, err := WriteLayer(context.Background(), &a, src, nil, idmap.Map{})
 	must(t, err)
-	if _, err := WriteLayer(&b, src, nil, idmap.Map{}); err != nil {
+	if _, err := WriteLayer(context.Background(), &b, src, nil, idmap.Map{}); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(a.Bytes()) != sha256.Sum256(b.Bytes()) {
@@ -141,7 +142,7 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 	// Re-archiving the extracted tree gives the same digest: the digest is the tree's.
 	var c bytes.Buffer
-	_, err = WriteLayer(&c, dst, nil, idmap.Map{})
+	_, err = WriteLayer(context.Background(), &c, dst, nil, idmap.Map{})
 	must(t, err)
 	if sha256.Sum256(c.Bytes()) != sha256.Sum256(a.Bytes()) {
 		t.Error("digest of the extracted tree differs from the original's")
@@ -177,7 +178,7 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var buf bytes.Buffer
-	_, err := WriteLayer(&buf, src, nil, idmap.Map{})
+	_, err := WriteLayer(context.Background(), &buf, src, nil, idmap.Map{})
 	must(t, err)
 	layer := t.TempDir()
 	must(t, ExtractLayer(&buf, layer))
@@ -256,7 +257,7 @@ func TestWriteLayerMounts(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(view, "lib"), 0o755))
 	must(t, os.WriteFile(filepath.Join(view, "lib/index.js"), []byte("module.exports = 1"), 0o644))
 	var buf bytes.Buffer
-	_, err := WriteLayer(&buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view}, idmap.Map{})
+	_, err := WriteLayer(context.Background(), &buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view}, idmap.Map{})
 	must(t, err)
 	tr := tar.NewReader(&buf)
 	seen := map[string]*tar.Header{}
@@ -311,7 +312,7 @@ func TestLayerShiftsOwners(t *testing.T) {
 			must(t, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
 		}
 		var buf bytes.Buffer
-		_, err := WriteLayer(&buf, src, nil, m)
+		_, err := WriteLayer(context.Background(), &buf, src, nil, m)
 		must(t, err)
 		owners := map[string][2]int{}
 		tr := tar.NewReader(bytes.NewReader(buf.Bytes()))

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,4 +132,88 @@ func TestSnapshotOnSleep(t *testing.T) {
 			t.Fatalf("after wake: %q", got)
 		}
 	})
+}
+
+// TestSnapshotOnSleepRetention: three sleeps of a sandbox with snapshotOnSleep keep only the
+// newest sleep snapshot (the default of one), and the layer blobs of the older ones go; a
+// snapshot asked for in between is the user's and stays; destroying the sandbox deletes its
+// sleep snapshot, and the layer blob nothing else uses goes too.
+func TestSnapshotOnSleepRetention(t *testing.T) {
+	requireEnv(t)
+	c := d.Client()
+	sb, err := c.Sandbox(ctxT(t, 5*time.Minute), "e2e-onsleep-keep", &client.SandboxOptions{InstanceType: "lite", SnapshotOnSleep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Destroy(ctxT(t, time.Minute)) })
+	var sleepLayers []string
+	var requested string
+	var last string
+	for i := range 3 {
+		if i == 1 { // a disk no sleep snapshot captures
+			mustExec(t, sb, "echo asked > /workspace/k/requested")
+			snap, err := sb.Snapshot(ctxT(t, 5*time.Minute))
+			if err != nil {
+				t.Fatalf("requested Snapshot: %v", err)
+			}
+			requested = snap.ID
+		}
+		// 2 MiB of new data each cycle: every sleep snapshot differs from the one before.
+		mustExec(t, sb, fmt.Sprintf("mkdir -p /workspace/k && head -c 2097152 /dev/urandom > /workspace/k/f%d", i))
+		info, err := sb.Sleep(ctxT(t, 5*time.Minute))
+		if err != nil {
+			t.Fatalf("Sleep %d: %v\n%s", i, err, d.LogTail())
+		}
+		if info.LastSnapshot == "" || info.LastSnapshotError != "" || info.LastSnapshot == last {
+			t.Fatalf("sleep %d: lastSnapshot %q (before %q), error %q", i, info.LastSnapshot, last, info.LastSnapshotError)
+		}
+		last = info.LastSnapshot
+		snap, err := c.GetSnapshot(ctxT(t, time.Minute), last)
+		if err != nil {
+			t.Fatalf("GetSnapshot(%s): %v", last, err)
+		}
+		sleepLayers = append(sleepLayers, snap.Layers[0].Digest)
+		list, err := c.ListSnapshots(ctxT(t, time.Minute), sb.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids, origins []string
+		for _, s := range list {
+			ids, origins = append(ids, s.ID), append(origins, s.Origin)
+		}
+		want, wantOrigins := []string{last}, []string{"sleep"}
+		if requested != "" {
+			want, wantOrigins = []string{requested, last}, []string{"request", "sleep"}
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("after sleep %d the sandbox's snapshots are %v; want %v (the requested one and the newest sleep one)", i, ids, want)
+		}
+		if !slices.Equal(origins, wantOrigins) {
+			t.Errorf("after sleep %d the snapshots' origins are %v; want %v", i, origins, wantOrigins)
+		}
+		mustExec(t, sb, "true") // wake it
+	}
+	for _, l := range sleepLayers[:2] {
+		if exists(layerBlob(l)) {
+			t.Errorf("layer blob %s of a pruned sleep snapshot is still stored", l)
+		}
+	}
+	if err := sb.Destroy(ctxT(t, time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	list, err := c.ListSnapshots(ctxT(t, time.Minute), sb.ID())
+	if err != nil || len(list) != 1 || list[0].ID != requested {
+		t.Fatalf("after destroy the sandbox's snapshots are %+v, %v; want only the requested %s", list, err, requested)
+	}
+	// The blob GC after a destroy runs in the background.
+	deadline := time.Now().Add(2 * time.Minute)
+	for exists(layerBlob(sleepLayers[2])) {
+		if time.Now().After(deadline) {
+			t.Fatalf("layer blob %s of the destroyed sandbox's sleep snapshot is still stored", sleepLayers[2])
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := c.DeleteSnapshot(ctxT(t, time.Minute), requested); err != nil {
+		t.Fatal(err)
+	}
 }

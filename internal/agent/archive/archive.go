@@ -8,7 +8,9 @@
 // whole seconds), directories, symlinks (as links, never followed; any target) and hard links
 // (a regular file with several links inside the tree is stored once; the other names are tar
 // hard-link entries naming the first). Sockets, FIFOs and device files are skipped and counted
-// in Stats.Skipped. Extended attributes, ACLs and atimes are not kept.
+// in Stats.Skipped. Extended attributes, ACLs and atimes are not kept. A regular file with
+// holes is stored by its data extents alone (internal/sparse's sparse entries) and extracted
+// sparse again, so its apparent size costs nothing.
 //
 // Excludes (Options.Excludes) are glob patterns matched against each entry's path relative to
 // the directory, with the syntax of Go's path.Match ('*' and '?' do not cross '/', '[a-z]'
@@ -45,6 +47,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/sparse"
 )
 
 // MaxPathLen is the longest entry path (relative to the archived directory, in bytes) Write
@@ -382,29 +385,64 @@ func (a *writer) file(dir *os.Root, name string, hdr *tar.Header, size int64) er
 		return nil // replaced by something else meanwhile
 	}
 	hdr.Typeflag, hdr.Size = tar.TypeReg, size
+	// A file with holes travels as its data alone (internal/sparse): a sparse file's apparent
+	// size costs nothing to read, compress and store.
+	extents, holes, err := sparse.Extents(f, size)
+	if err != nil {
+		return files.MapError(&fs.PathError{Op: "seek", Path: pathOf(dir, name), Err: err}, pathOf(dir, name))
+	}
+	if holes {
+		hdr.Format = tar.FormatPAX
+		hdr.PAXRecords = sparse.Records(size, extents)
+		hdr.Size = sparse.DataBytes(extents)
+	}
 	if err := a.writeHeader(hdr); err != nil {
 		return err
 	}
-	// Hide tar.Writer's ReadFrom and *os.File's WriteTo: both would copy through a fresh 32 KiB
-	// buffer per file instead of a.buf.
-	n, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{io.LimitReader(f, size)}, a.buf)
-	if err != nil && !errors.Is(err, tar.ErrWriteTooLong) {
-		if rerr := (*fs.PathError)(nil); errors.As(err, &rerr) {
-			return files.MapError(err, pathOf(dir, name))
+	for _, e := range extents {
+		if err := a.extent(f, hdr.Name, dir, name, e); err != nil {
+			return err
 		}
-		return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
-	}
-	for n < size { // the file shrank meanwhile
-		k := min(int64(len(a.buf)), size-n)
-		clear(a.buf[:k])
-		if _, err := a.tw.Write(a.buf[:k]); err != nil {
-			return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
-		}
-		n += k
 	}
 	a.st.Files++
 	a.st.Bytes += size
 	return nil
+}
+
+// extent writes the bytes of f's data extent e: padded with zero bytes when the file shrank
+// meanwhile (its header is already written).
+func (a *writer) extent(f *os.File, entry string, dir *os.Root, name string, e sparse.Extent) error {
+	// Hide tar.Writer's ReadFrom and *os.File's WriteTo: both would copy through a fresh 32 KiB
+	// buffer per file instead of a.buf.
+	n, err := io.CopyBuffer(ctxWriter{a.ctx, a.tw}, struct{ io.Reader }{io.NewSectionReader(f, e.Off, e.Len)}, a.buf)
+	if err != nil && !errors.Is(err, tar.ErrWriteTooLong) {
+		if rerr := (*fs.PathError)(nil); errors.As(err, &rerr) {
+			return files.MapError(err, pathOf(dir, name))
+		}
+		return fmt.Errorf("archive: write %s: %w", entry, err)
+	}
+	for n < e.Len { // the file shrank meanwhile
+		k := min(int64(len(a.buf)), e.Len-n)
+		clear(a.buf[:k])
+		if _, err := a.tw.Write(a.buf[:k]); err != nil {
+			return fmt.Errorf("archive: write %s: %w", entry, err)
+		}
+		n += k
+	}
+	return a.ctx.Err()
+}
+
+// ctxWriter fails its writes once ctx is done, so a cancelled backup stops within a file too.
+type ctxWriter struct {
+	ctx context.Context
+	w   io.Writer
+}
+
+func (c ctxWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, fmt.Errorf("archive: %w", err)
+	}
+	return c.w.Write(p)
 }
 
 // rel2abs joins a relative slash path to dir.

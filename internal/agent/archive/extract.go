@@ -20,6 +20,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/sparse"
 )
 
 // targetLocks serialises extractions into one target directory.
@@ -229,7 +230,14 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 		x.st.Dirs++
 		return nil
 	case tar.TypeReg, tar.TypeRegA:
-		return x.file(tr, abs, rel, hdr.Size, attr)
+		size, ext, isSparse, err := sparse.Parse(hdr.PAXRecords, hdr.Size)
+		if err != nil {
+			return unsafeEntry(hdr.Name, err.Error())
+		}
+		if !isSparse {
+			size, ext = hdr.Size, nil
+		}
+		return x.file(tr, abs, rel, size, ext, isSparse, attr)
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" || strings.IndexByte(hdr.Linkname, 0) >= 0 {
 			return unsafeEntry(hdr.Name, "empty symlink target or NUL byte in it")
@@ -278,7 +286,9 @@ func (x *extractor) replace(abs string, create func() error) error {
 	return create()
 }
 
-func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, attr dirAttr) error {
+// file extracts a regular file of apparent size size: from its whole content, or, for a sparse
+// entry (internal/sparse), from its data extents ext.
+func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, ext []sparse.Extent, isSparse bool, attr dirAttr) error {
 	var f *os.File
 	err := x.replace(abs, func() error {
 		var err error
@@ -288,8 +298,25 @@ func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, attr dirAt
 	if err != nil {
 		return x.fsError(err, rel)
 	}
-	n, err := x.copySparse(f, tr, rel, size)
-	if err != nil {
+	var n int64
+	if isSparse {
+		rr := &recordingReader{r: tr}
+		err = sparse.Restore(f, rr, size, ext, x.buf, x.ctx.Err)
+		if err != nil {
+			f.Close()
+			switch {
+			case x.ctx.Err() != nil:
+				return fmt.Errorf("extract: %w", err)
+			case rr.err != nil:
+				if rr.err == io.EOF {
+					rr.err = io.ErrUnexpectedEOF // the header promised more
+				}
+				return x.readError(rr.err)
+			}
+			return x.fsError(err, rel)
+		}
+		n = sparse.DataBytes(ext)
+	} else if n, err = x.copySparse(f, tr, rel, size); err != nil {
 		f.Close()
 		return err
 	}
@@ -313,6 +340,21 @@ func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, attr dirAt
 	x.st.Files++
 	x.st.Bytes += n
 	return nil
+}
+
+// recordingReader keeps the first error of its reader, so a failure of the archive stream
+// can be told from one of the file being written.
+type recordingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (r *recordingReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // holeBlock is the granularity of hole detection, in bytes: an aligned block of this many zero

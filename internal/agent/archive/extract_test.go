@@ -190,3 +190,46 @@ func TestExtractSparseLargerThanDisk(t *testing.T) {
 		t.Error("the data after the hole differs")
 	}
 }
+
+// A sparse file in a backup costs its data, not its apparent size: Write stores only the data
+// extents (a 1 GiB file holding 1 MiB of data makes an archive of about 1 MiB), and Extract
+// gives back the same size, the same data at the same offsets, and holes.
+func TestWriteSparseFile(t *testing.T) {
+	src := t.TempDir()
+	p := filepath.Join(src, "big.img")
+	f, err := os.Create(p)
+	must(t, err)
+	runs := map[int64][]byte{0: randomBytes(5, 4096), 300 << 20: randomBytes(6, 1<<20), 1<<30 - 10: randomBytes(7, 10)}
+	for off, b := range runs {
+		_, err := f.WriteAt(b, off)
+		must(t, err)
+	}
+	must(t, f.Close())
+	if _, disk := allocated(t, p); disk > 8<<20 {
+		t.Skipf("the temp dir's file system does not keep holes (%d bytes allocated)", disk)
+	}
+	var w bytes.Buffer
+	_, err = Write(context.Background(), &w, src, Options{})
+	must(t, err)
+	if w.Len() > 4<<20 {
+		t.Fatalf("archive of a 1 GiB file holding 1 MiB of data is %d bytes: holes were written", w.Len())
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	_, err = Extract(context.Background(), &w, dst)
+	must(t, err)
+	q := filepath.Join(dst, "big.img")
+	apparent, disk := allocated(t, q)
+	if apparent != 1<<30 || disk > 8<<20 {
+		t.Errorf("extracted: %d bytes, %d allocated; want %d, holes kept", apparent, disk, 1<<30)
+	}
+	g, err := os.Open(q)
+	must(t, err)
+	defer g.Close()
+	for off, want := range runs {
+		got := make([]byte, len(want))
+		_, _ = g.ReadAt(got, off)
+		if !bytes.Equal(got, want) {
+			t.Errorf("data at %d differs", off)
+		}
+	}
+}
