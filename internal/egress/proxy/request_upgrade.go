@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/inject"
@@ -19,7 +20,9 @@ import (
 // by the upstream, is not. An upstream that accepts a WebSocket extension (compression:
 // none was offered, the proxy drops Sec-WebSocket-Extensions) is refused with
 // EGRESS_RESPONSE_UNREDACTABLE before the upgrade completes. Replacements are added to
-// count as they are made.
+// count as they are made. Bytes held back are released after upgradeIdle without more data
+// (Redactor.IdleReader): a secret cut by such a pause into pieces shorter than a run to
+// redact gets through.
 func redactUpgrade(resp *http.Response, red *inject.Redactor, count *atomic.Int64) error {
 	if resp.Header.Get("Sec-WebSocket-Extensions") != "" {
 		resp.Body.Close()
@@ -30,9 +33,14 @@ func redactUpgrade(resp *http.Response, red *inject.Redactor, count *atomic.Int6
 		// The ReverseProxy refuses such a response anyway; keep it that way.
 		return nil
 	}
-	resp.Body = &redactedUpgrade{rr: red.Reader(rwc), w: rwc, count: count}
+	resp.Body = &redactedUpgrade{rr: red.IdleReader(rwc, upgradeIdle), w: rwc, count: count}
 	return nil
 }
+
+// upgradeIdle is how long the stream after a 101 may hold back bytes that could still grow
+// into a run to redact: the peer of an interactive protocol waits for a whole message before
+// it sends more, so a message ending in bytes a form holds would never arrive otherwise.
+const upgradeIdle = 100 * time.Millisecond
 
 // redactedUpgrade is an upgraded upstream connection whose reads are redacted.
 type redactedUpgrade struct {
