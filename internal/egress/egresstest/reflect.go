@@ -7,11 +7,13 @@ import (
 	"compress/zlib"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/hex"
 	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -41,6 +43,7 @@ const (
 //	gzip-in-gzip  two gzip layers labelled only "gzip"
 //	br, zstd      the plain body labelled "br" or "zstd" (what matters is the label)
 //	base64        standard base64 of the body, not labelled (a token inside base64 data)
+//	upper, hex    the body upper-cased, or as lower-case hex, not labelled
 //
 // The response also carries the header X-Reflected: P + value[A:B] + S. More of the
 // response reflects it on request, each place a header block the proxy must redact:
@@ -54,6 +57,14 @@ const (
 //	trailer=undeclared the same trailers, not announced
 //
 // With a trailer the body is sent without Content-Length (chunked on HTTP/1.1).
+//
+// Two more ways a careless upstream hands a credential back:
+//
+//	upgrade=1        (HTTP/1.1) answers 101 Switching Protocols with the request's Upgrade and
+//	                 then sends the body on the upgraded stream, in two writes split in its
+//	                 middle, and closes; with ext=1 the 101 accepts permessage-deflate
+//	store=1          remembers the body; GET /dump (on any name served by the same reflector)
+//	                 answers 200 with the last body remembered
 func (n *Internet) StartReflector(t testing.TB, name string) {
 	t.Helper()
 	n.startReflector(t, name, ReflectIP, []string{"h2", "http/1.1"})
@@ -83,7 +94,8 @@ func (n *Internet) startReflector(t testing.TB, name, ip string, protos []string
 	n.SetRecord(name, ip)
 	cfg := n.tlsConfig()
 	cfg.NextProtos = protos
-	srv := &http.Server{Handler: http.HandlerFunc(serveReflect), TLSConfig: cfg, ReadHeaderTimeout: 30 * time.Second}
+	rf := &reflector{}
+	srv := &http.Server{Handler: rf, TLSConfig: cfg, ReadHeaderTimeout: 30 * time.Second}
 	if !slices.Contains(protos, "h2") {
 		srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	}
@@ -99,7 +111,21 @@ func (n *Internet) startReflector(t testing.TB, name, ip string, protos []string
 	})
 }
 
-func serveReflect(w http.ResponseWriter, r *http.Request) {
+// reflector serves the reflecting upstream and holds what store=1 remembers.
+type reflector struct {
+	mu     sync.Mutex
+	stored []byte
+}
+
+func (rf *reflector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/dump" {
+		rf.mu.Lock()
+		b := rf.stored
+		rf.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(b)
+		return
+	}
 	if r.URL.Path != "/reflect" {
 		http.NotFound(w, r)
 		return
@@ -116,6 +142,15 @@ func serveReflect(w http.ResponseWriter, r *http.Request) {
 	to = max(0, min(to, len(v)))
 	from = max(0, min(from, to))
 	body := []byte(q.Get("pre") + v[from:to] + q.Get("post"))
+	if q.Get("store") == "1" {
+		rf.mu.Lock()
+		rf.stored = body
+		rf.mu.Unlock()
+	}
+	if q.Get("upgrade") == "1" {
+		serveUpgraded(w, r, body)
+		return
+	}
 	named := q.Get("name") == "1"
 	if code, _ := strconv.Atoi(q.Get("info")); code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		w.Header().Set("X-Reflected", string(body))
@@ -162,6 +197,10 @@ func serveReflect(w http.ResponseWriter, r *http.Request) {
 		body, label = gzipped(gzipped(body)), "gzip"
 	case "base64":
 		body = []byte(base64.StdEncoding.EncodeToString(body))
+	case "upper":
+		body = bytes.ToUpper(body)
+	case "hex":
+		body = []byte(hex.EncodeToString(body))
 	case "br", "zstd":
 		label = q.Get("enc")
 	}
@@ -189,6 +228,26 @@ func serveReflect(w http.ResponseWriter, r *http.Request) {
 			w.Header()[http.TrailerPrefix+k] = []string{val}
 		}
 	}
+}
+
+// serveUpgraded answers 101 and sends body on the upgraded stream in two writes.
+func serveUpgraded(w http.ResponseWriter, r *http.Request, body []byte) {
+	c, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		http.Error(w, "upgrade needs HTTP/1.1: "+err.Error(), http.StatusHTTPVersionNotSupported)
+		return
+	}
+	defer c.Close()
+	ext := ""
+	if r.URL.Query().Get("ext") == "1" {
+		ext = "Sec-WebSocket-Extensions: permessage-deflate\r\n"
+	}
+	brw.WriteString("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: " + r.Header.Get("Upgrade") + "\r\n" + ext + "\r\n")
+	brw.Write(body[:len(body)/2])
+	brw.Flush()
+	time.Sleep(50 * time.Millisecond) // the halves arrive in separate reads
+	brw.Write(body[len(body)/2:])
+	brw.Flush()
 }
 
 func gzipped(b []byte) []byte {

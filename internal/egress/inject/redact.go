@@ -2,7 +2,9 @@ package inject
 
 import (
 	"encoding/base64"
+	"encoding/hex"
 	"net/url"
+	"strings"
 )
 
 // Pair is one secret form to redact and what replaces it.
@@ -34,8 +36,10 @@ const minShiftedForm = 8
 // Forms returns the forms of value a response might reflect, each mapped to replace: raw;
 // standard and URL base64, padded and not; base64 of value inside longer data at each of the
 // three alignments (value preceded by 0, 1 or 2 other bytes, e.g. base64("Bearer "+value)),
-// with the characters that also depend on the neighbouring bytes trimmed at each end; and
-// URL-encoded (query and path escaping). Duplicates are dropped.
+// with the characters that also depend on the neighbouring bytes trimmed at each end;
+// URL-encoded (query and path escaping); upper- and lower-cased (an upstream that
+// normalises case); and hex, lower- and upper-case. Duplicates are dropped. Other encodings
+// (UTF-16, mixed case, encryption: anything a hostile upstream chooses) are out of reach.
 func Forms(value, replace []byte) []Pair {
 	seen := map[string]bool{}
 	var out []Pair
@@ -60,6 +64,10 @@ func Forms(value, replace []byte) []Pair {
 	}
 	add(url.QueryEscape(string(value)))
 	add(url.PathEscape(string(value)))
+	add(strings.ToUpper(string(value)))
+	add(strings.ToLower(string(value)))
+	add(hex.EncodeToString(value))
+	add(strings.ToUpper(hex.EncodeToString(value)))
 	return out
 }
 

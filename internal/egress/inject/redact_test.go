@@ -3,6 +3,7 @@ package inject
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"io"
 	"net/url"
 	"strings"
@@ -29,7 +30,8 @@ func (c *chunkReader) Close() error { return nil }
 func TestRedactorAcrossEverySplit(t *testing.T) {
 	secret := []byte("s3cr3t+Value/with=chars")
 	r := NewRedactor(Forms(secret, []byte("[redacted:TOK]")))
-	forms := []string{string(secret), base64.StdEncoding.EncodeToString(secret), url.QueryEscape(string(secret)), base64.RawURLEncoding.EncodeToString(secret)}
+	forms := []string{string(secret), base64.StdEncoding.EncodeToString(secret), url.QueryEscape(string(secret)), base64.RawURLEncoding.EncodeToString(secret),
+		strings.ToUpper(string(secret)), strings.ToLower(string(secret)), hex.EncodeToString(secret), strings.ToUpper(hex.EncodeToString(secret))}
 	for _, f := range forms {
 		text := []byte("before " + f + " middle " + f + f + " end")
 		want := "before [redacted:TOK] middle [redacted:TOK][redacted:TOK] end"

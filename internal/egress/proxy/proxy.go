@@ -92,6 +92,8 @@ type Proxy struct {
 	listeners []net.Listener
 	// closed is set by Close.
 	closed bool
+	// redactors are the per-sandbox response redactors (see sandboxRedactor).
+	redactors map[string]cachedRedactor
 
 	wg sync.WaitGroup // accept loops and TLS handlers
 
@@ -200,6 +202,7 @@ func (p *Proxy) ForgetSandbox(sandboxID string) {
 	p.mu.Lock()
 	t := p.transports[sandboxID]
 	delete(p.transports, sandboxID)
+	delete(p.redactors, sandboxID)
 	var cs []*conn
 	for c := range p.conns[sandboxID] {
 		cs = append(cs, c)

@@ -101,8 +101,10 @@ func checkAbsoluteTarget(u *url.URL, rc reqConn) error {
 // port. The upstream leg is TLS for intercepted connections, and also for plain-HTTP requests
 // that carry a secret (injected or swapped in) or go to an operator upstream: those are
 // upgraded to https on port 443, so a secret never travels in clear text. Responses stream
-// back with Alt-Svc removed and injected or swapped values redacted (headers, trailers and
-// body). One audit event of kind http per request.
+// back with Alt-Svc removed and every value the sandbox's policy can inject or swap redacted
+// (headers, trailers, body, an upgraded stream), whether or not this request carried it: an
+// upstream may store a credential and hand it back on another path or host. One audit event
+// of kind http per request.
 func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host string, log *slog.Logger) {
 	c := rc.c
 	c.setRequest(host, r.Method, r.URL.Path)
@@ -132,7 +134,8 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host 
 	}
 	var redact []inject.Pair
 	// Placeholders first: swapped where bound, refused anywhere else.
-	if set := p.placeholderSet(r.Context(), c.sandboxID, pol); !set.Empty() {
+	set := p.placeholderSet(r.Context(), c.sandboxID, pol)
+	if !set.Empty() {
 		res, err := set.Apply(r.Context(), host, out, p.icpt.cfg.Secret)
 		for _, v := range res.Violations {
 			p.cfg.Audit(c.sandboxID, audit.Event{Kind: audit.KindViolation, Mode: rc.mode(), Decision: v.Action, Host: ev.Host, Port: ev.Port,
@@ -189,7 +192,7 @@ func (p *Proxy) handle(w http.ResponseWriter, r *http.Request, rc reqConn, host 
 		}
 	}
 	p.forward(w, out, rc, upstreamLeg{scheme: scheme, target: net.JoinHostPort(host, strconv.Itoa(port)), host: upHost, routed: routed},
-		inject.NewRedactor(redact), ev, log)
+		p.sandboxRedactor(r.Context(), c.sandboxID, pol, set, redact), ev, log)
 }
 
 // upstreamLeg is where handle sends a request.
@@ -212,8 +215,10 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 	}
 	if red != nil {
 		// Let the upstream transport negotiate (and undo) compression, so the redactor sees
-		// plain bytes.
+		// plain bytes; the same for a WebSocket upgrade (permessage-deflate would compress
+		// the upgraded stream).
 		out.Header.Del("Accept-Encoding")
+		out.Header.Del("Sec-WebSocket-Extensions")
 	}
 	ev.Decision = "allow"
 	start := time.Now()
@@ -245,22 +250,23 @@ func (p *Proxy) forward(w http.ResponseWriter, out *http.Request, rc reqConn, le
 				// The final header, and the names of declared trailers (the ReverseProxy
 				// announces them in a Trailer field before the body).
 				inHeaders.Add(int64(red.Header(resp.Header) + red.Header(resp.Trailer)))
-				if resp.StatusCode != http.StatusSwitchingProtocols {
-					// The redactor sees plain bytes or nothing is sent (fail closed).
-					if err := decodeForRedaction(resp, out.Method); err != nil {
-						return err
-					}
-					rr = red.Reader(resp.Body)
-					// Trailer values arrive with the end of the body: redact them then, before
-					// the ReverseProxy copies them to the sandbox.
-					resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { inHeaders.Add(int64(red.Header(resp.Trailer))) }, onErr: func(err error) {
-						if errdefs.IsCode(err, errdefs.CodeEgressUnredactable) {
-							ev.Decision, ev.Reason = "blocked", "response cut off: "+err.Error()
-						}
-					}}
-					resp.ContentLength = -1
-					resp.Header.Del("Content-Length")
+				if resp.StatusCode == http.StatusSwitchingProtocols {
+					return redactUpgrade(resp, red, &inHeaders)
 				}
+				// The redactor sees plain bytes or nothing is sent (fail closed).
+				if err := decodeForRedaction(resp, out.Method); err != nil {
+					return err
+				}
+				rr = red.Reader(resp.Body)
+				// Trailer values arrive with the end of the body: redact them then, before
+				// the ReverseProxy copies them to the sandbox.
+				resp.Body = &eofHook{ReadCloser: rr, atEOF: func() { inHeaders.Add(int64(red.Header(resp.Trailer))) }, onErr: func(err error) {
+					if errdefs.IsCode(err, errdefs.CodeEgressUnredactable) {
+						ev.Decision, ev.Reason = "blocked", "response cut off: "+err.Error()
+					}
+				}}
+				resp.ContentLength = -1
+				resp.Header.Del("Content-Length")
 			}
 			return nil
 		},
