@@ -55,10 +55,10 @@ func TestTrustedCaps(t *testing.T) {
 			open: []int{0, 1, 4, 5},
 		},
 		{
-			name: "per key: connections past PerKey count against their address's cap",
-			lim:  Limits{PerAddr: 1, PerKey: 1},
+			name:  "per key: connections past PerKey count against their address's cap",
+			lim:   Limits{PerAddr: 1, PerKey: 1},
 			steps: []step{{"127.0.0.1", "a", false, true}, {"127.0.0.1", "a", false, true}, {"127.0.0.1", "a", false, true}},
-			open: []int{0, 2},
+			open:  []int{0, 2},
 		},
 	}
 	for _, tt := range tests {
