@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -87,4 +90,91 @@ func TestAcceptSurvivesErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAcceptSurvivesRealEMFILE: the process really runs out of descriptors (its soft
+// RLIMIT_NOFILE lowered, the rest taken) while a connection waits in the TLS listener's
+// queue; once descriptors are free again the listener takes it (and closes it: its source is
+// no sandbox).
+func TestAcceptSurvivesRealEMFILE(t *testing.T) {
+	var logs syncBuffer
+	p, err := New(Config{
+		Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
+		Floor:    floor.New(),
+	}, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.StartTLS(ln); err != nil {
+		t.Fatal(err)
+	}
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir("/proc/self/fd")
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(len(ents) + 32), Max: old.Max}); err != nil {
+		t.Skipf("lower RLIMIT_NOFILE: %v", err)
+	}
+	var fill []*os.File
+	release := func() {
+		for _, f := range fill {
+			f.Close()
+		}
+		fill = nil
+		syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+	}
+	defer release()
+	for {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			break
+		}
+		fill = append(fill, f)
+	}
+	// One descriptor for the client's socket; the proxy's accept then has none.
+	fill[len(fill)-1].Close()
+	fill = fill[:len(fill)-1]
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("dial with the last descriptor: %v", err)
+	}
+	defer c.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(logs.String(), "too many open files") && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "too many open files") {
+		t.Fatalf("accept never failed with EMFILE; log:\n%s", logs.String())
+	}
+	release()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the TLS listener never accepted again after EMFILE; log:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the logger's and the test's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
