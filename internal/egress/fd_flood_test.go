@@ -105,7 +105,12 @@ func TestEgressFDFlood(t *testing.T) {
 	go func() {
 		defer close(sampled)
 		for {
-			if n := int64(fdsOpen()); n > peak.Load() {
+			// Listing the descriptors takes one: failing, the process is at its limit.
+			n := int64(limit)
+			if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+				n = int64(len(ents))
+			}
+			if n > peak.Load() {
 				peak.Store(n)
 			}
 			select {
