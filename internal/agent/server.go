@@ -23,6 +23,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/session"
 	"github.com/hutchdev/hutch/internal/agent/terminal"
 	"github.com/hutchdev/hutch/internal/agent/watch"
+	"github.com/hutchdev/hutch/internal/connlimit"
 )
 
 // processShutdownGrace is how long background processes get between SIGTERM and SIGKILL when
@@ -214,7 +215,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	// Accept errors but the listener's closing (ENOMEM in a sandbox at its memory limit,
+	// ENOBUFS) are retried: net/http's Serve would return on them and PID 1 with it.
+	go func() { errc <- srv.Serve(connlimit.Retrying(ln, "agent", s.log)) }()
 	select {
 	case err := <-errc:
 		s.Close()

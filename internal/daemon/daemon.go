@@ -74,7 +74,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o711); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	nofile := raiseNoFile(log)
+	budget := newFDBudget(cfg, raiseNoFile(log))
+	log.Info("connection caps", "egress_proxy", budget.proxyConns, "egress_dns_tcp", budget.dnsTCPConns,
+		"api", budget.client.Total, "preview", budget.client.Total, "preview_per_sandbox", budget.client.PerKey,
+		"unauthenticated_per_address", budget.client.PerAddr)
 	// The names whose leftovers Recover removes are this daemon's alone while it runs: a
 	// second hutchd sharing one refuses to start rather than kill this one's sandboxes.
 	claims, err := claimHostNames(cfg)
@@ -144,8 +147,9 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Audit:   egressAudit,
 		DNSPort: cfg.DNSPort, HTTPPort: cfg.HTTPPort, TLSPort: cfg.TLSPort,
 		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
-		DenyRanges: cfg.DenyPrefixes(),
-		Resolver:   egressResolver(cfg.EgressDNS),
+		DenyRanges:    cfg.DenyPrefixes(),
+		MaxProxyConns: budget.proxyConns, MaxDNSTCPConns: budget.dnsTCPConns,
+		Resolver: egressResolver(cfg.EgressDNS),
 		Intercept: &proxy.InterceptConfig{
 			Leaf: authority.Leaf, Secret: secrets.Value, RootCAs: egressRoots,
 			Placeholders: st.Placeholders, OnStop: violationStop.stop,
@@ -242,11 +246,10 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// Client connections are capped per listener (clientLimits), well below the fd limit, so
-	// a flood of idle or half-sent connections cannot starve hutchd's own descriptors: agent
+	// Client connections are capped per listener (fdBudget), well below the fd limit, so a
+	// flood of idle or half-sent connections cannot starve hutchd's own descriptors: agent
 	// connections, egress, SQLite, logs.
-	lims := clientLimits(cfg, nofile)
-	log.Info("client connection caps", "max_per_listener", lims.Total, "max_unauthenticated_per_address", lims.PerAddr)
+	lims := budget.client
 	if pv != nil {
 		pv.ln = connlimit.New("preview", lims, log.With("component", "preview")).Wrap(pv.ln)
 		defer pv.ln.Close() // when Run fails before serving
@@ -291,6 +294,7 @@ func Run(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ReadHeaderTimeout: ReadHeaderTimeout,
 		IdleTimeout:       5 * time.Minute,
 		ConnContext:       connlimit.ConnContext,
+		ConnState:         connlimit.ConnState,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(api.CloseStreams)

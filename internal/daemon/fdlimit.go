@@ -9,14 +9,16 @@ import (
 
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/connlimit"
+	"github.com/hutchdev/hutch/internal/egress/dns"
+	"github.com/hutchdev/hutch/internal/egress/proxy"
 )
 
 // noFileTarget is the RLIMIT_NOFILE hutchd raises itself to, soft and hard, when it may
 // (CAP_SYS_RESOURCE: root has it unless a container manager withheld it), capped by
 // fs.nr_open: containerd's and Docker's default. hutchd holds a descriptor per client
 // connection, per egress connection and its upstream, per agent connection and per open log,
-// so the 1,024 a host may give a service is too few; the connection caps (clientLimits,
-// proxy.MaxConns), not this limit, are what keep a flood from taking them all.
+// so the 1,024 a host may give a service is too few; the connection caps (fdBudget), not this
+// limit, are what keep a flood from taking them all.
 const noFileTarget = 1 << 20
 
 // DefaultMaxConns bounds the default cap of the API and preview listeners' open client
@@ -55,14 +57,38 @@ func raiseNoFile(log *slog.Logger) uint64 {
 	return rl.Cur
 }
 
-// clientLimits are the connection caps of the API listener, and of the preview listener (each
-// its own Limiter): cfg's, the total by default DefaultMaxConns or an eighth of the fd limit
-// nofile when less, so both listeners together hold at most a quarter of hutchd's descriptors
-// and the rest stay for sandbox agents, egress, SQLite and files whatever clients do.
-func clientLimits(cfg config.Config, nofile uint64) connlimit.Limits {
+// fdBudget splits hutchd's descriptors, the soft RLIMIT_NOFILE nofile in force after
+// raiseNoFile, between the connection caps, so that no flood of connections (from sandboxes
+// or from clients) can take the descriptors the rest of hutchd needs:
+//
+//	egress proxy   nofile/4 connections, two descriptors each (nofile/2), at most proxy.MaxConns
+//	egress DNS TCP nofile/64 connections, at most dns.MaxTCPConns
+//	API, preview   nofile/8 connections each (nofile/4 together), at most DefaultMaxConns each
+//	reserve        the rest, at least nofile/4 - nofile/64: sandbox agents, SQLite, logs,
+//	               runtimes, upstream pools, accept(2) of connections closed over a cap
+//
+// At the 20,000 of a host that withholds CAP_SYS_RESOURCE: 5,000 proxied connections (10,000
+// descriptors), 312 DNS, 2,500 + 2,500 client connections, 4,688 descriptors reserved. At
+// 1,048,576 the fixed caps apply: 32,768 proxied (65,536 descriptors), 4,096 DNS, 10,000 +
+// 10,000 client connections.
+type fdBudget struct {
+	proxyConns, dnsTCPConns int
+	// client are the caps of the API listener and of the preview listener, each its own
+	// Limiter: cfg's --max-conns wins over the budget.
+	client connlimit.Limits
+}
+
+func newFDBudget(cfg config.Config, nofile uint64) fdBudget {
+	b := fdBudget{
+		proxyConns:  int(min(proxy.MaxConns, max(nofile/4, 1))),
+		dnsTCPConns: int(min(dns.MaxTCPConns, max(nofile/64, 1))),
+	}
 	total := cfg.MaxConns
 	if total <= 0 {
 		total = int(min(DefaultMaxConns, max(nofile/8, 1)))
 	}
-	return connlimit.Limits{PerAddr: max(cfg.MaxConnsPerClient, 0), Total: total}
+	// One preview URL's holder (one sandbox's URLs) may have an eighth of the listener's
+	// connections trusted: its visitors' connections past it can be closed for anyone's.
+	b.client = connlimit.Limits{PerAddr: max(cfg.MaxConnsPerClient, 0), Total: total, PerKey: max(total/8, 1)}
+	return b
 }

@@ -66,6 +66,7 @@ func newPreview(cfg config.Config, ports preview.Store, lookup preview.PortLooku
 			ReadHeaderTimeout: ReadHeaderTimeout,
 			IdleTimeout:       5 * time.Minute,
 			ConnContext:       connlimit.ConnContext, // the proxy trusts routed connections
+			ConnState:         connlimit.ConnState,   // idle ones may be closed for new ones
 			// No WriteTimeout or ReadTimeout: streams, SSE and WebSockets live as long as
 			// both ends want.
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),

@@ -87,6 +87,11 @@ type Config struct {
 	// Intercept enables TLS interception and credential injection for hosts the Policy
 	// decides Intercept (proxy.InterceptConfig); nil: such connections are refused.
 	Intercept *proxy.InterceptConfig
+	// MaxProxyConns caps the proxied connections of all sandboxes together (two descriptors
+	// each); 0 or more than proxy.MaxConns means proxy.MaxConns. MaxDNSTCPConns caps the TCP
+	// connections to the DNS server of all sandboxes together; 0 or more than dns.MaxTCPConns
+	// means dns.MaxTCPConns. hutchd derives both from its RLIMIT_NOFILE.
+	MaxProxyConns, MaxDNSTCPConns int
 }
 
 type sandbox struct {
@@ -202,6 +207,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		Floor:     fl,
 		Resolver:  cfg.Resolver,
 		Mark:      firewall.GuardMark,
+		MaxConns:  cfg.MaxProxyConns,
 		Intercept: cfg.Intercept,
 		Audit:     cfg.Audit.Emit,
 		Pins:      s.pins,
@@ -257,7 +263,11 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	}
 	// Sandboxes open TCP connections to the DNS server at will: capped per sandbox and in all
 	// (the proxy's listeners cap theirs in proxy.admitConn, once the sandbox is identified).
-	dnsTCP = connlimit.New("egress-dns", connlimit.Limits{PerAddr: dns.MaxTCPConnsPerSandbox, Total: dns.MaxTCPConns}, s.log).Wrap(dnsTCP)
+	dnsTotal := dns.MaxTCPConns
+	if s.cfg.MaxDNSTCPConns > 0 {
+		dnsTotal = min(dnsTotal, s.cfg.MaxDNSTCPConns)
+	}
+	dnsTCP = connlimit.New("egress-dns", connlimit.Limits{PerAddr: dns.MaxTCPConnsPerSandbox, Total: dnsTotal}, s.log).Wrap(dnsTCP)
 	if err := s.dns.Start(pc, dnsTCP); err != nil {
 		pc.Close()
 		dnsTCP.Close()

@@ -118,8 +118,10 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The visitor knows the URL's token: its connection is no longer one of its address's
-	// capped unrouted connections, and is never closed to make room (internal/connlimit).
-	connlimit.Trust(r.Context())
+	// capped unrouted connections, and is closed to make room only when idle; one sandbox's
+	// URLs trust a capped number of connections, so holding them cannot lock out the others'
+	// visitors (internal/connlimit).
+	connlimit.TrustKey(r.Context(), t.SandboxID)
 	r, ok = p.boundBody(w, r)
 	if !ok {
 		return

@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -80,19 +79,11 @@ type identListener struct {
 
 // Accept returns the next identified connection as a *conn.
 func (l *identListener) Accept() (net.Conn, error) {
-	var backoff time.Duration
 	for {
-		c, err := l.Listener.Accept()
+		c, err := l.Listener.Accept() // connlimit.Retrying: fails only once closed
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
-				continue
-			}
 			return nil, err
 		}
-		backoff = 0
 		tc, ok := c.(*net.TCPConn)
 		if !ok {
 			c.Close()

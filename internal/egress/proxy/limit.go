@@ -16,11 +16,11 @@ import (
 // sandboxes are unaffected.
 const MaxConnsPerSandbox = 1024
 
-// MaxConns is how many proxied connections all sandboxes together may hold open at once; past
-// it new ones are closed at accept like those over MaxConnsPerSandbox. With its upstream each
-// costs hutchd two descriptors, so this bounds the proxy to 65,536 of them, far below the
-// RLIMIT_NOFILE hutchd raises itself to (1,048,576), whatever the number of sandboxes: the rest
-// stay for the API, sandbox agents, SQLite and files.
+// MaxConns is the default and most of Config.MaxConns: how many proxied connections all
+// sandboxes together may hold open at once; past it new ones are closed at accept like those
+// over MaxConnsPerSandbox. With its upstream each costs hutchd two descriptors, so this bounds
+// the proxy to 65,536 of them whatever the number of sandboxes. hutchd sets a lower cap from
+// its RLIMIT_NOFILE when that is too low for it (internal/daemon, fdBudget).
 const MaxConns = 32768
 
 // capNotices throttles the "limit" audit event and log line to one per sandbox per second.
@@ -35,11 +35,11 @@ type capKey struct {
 // and all sandboxes hold total; p.mu is held by the caller. A refusal is audited (at most once
 // per second per sandbox).
 func (p *Proxy) admitConn(sandboxID string, open, total int) error {
-	if total >= MaxConns {
+	if total >= p.maxConns {
 		now := time.Now()
 		if last, ok := capNotices.Load(capKey{p, ""}); !ok || now.Sub(last.(time.Time)) >= time.Second {
 			capNotices.Store(capKey{p, ""}, now)
-			p.log.Warn("egress connection cap of all sandboxes reached", "sandbox_id", sandboxID, "max", MaxConns)
+			p.log.Warn("egress connection cap of all sandboxes reached", "sandbox_id", sandboxID, "max", p.maxConns)
 		}
 		return fmt.Errorf("sandboxes hold %d egress connections (the cap of all)", total)
 	}

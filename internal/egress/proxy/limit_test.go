@@ -41,3 +41,24 @@ func TestAdmitConn(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmitConnConfiguredCap: Config.MaxConns lowers the cap of all sandboxes (hutchd derives
+// it from its fd limit); above MaxConns it is MaxConns.
+func TestAdmitConnConfiguredCap(t *testing.T) {
+	for _, tt := range []struct{ cfg, want int }{{10, 10}, {0, MaxConns}, {MaxConns + 1, MaxConns}} {
+		p, err := New(Config{
+			Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
+			Floor:    floor.New(),
+			MaxConns: tt.cfg,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.mu.Lock()
+		below, at := p.admitConn("sbx", 0, tt.want-1), p.admitConn("sbx", 0, tt.want)
+		p.mu.Unlock()
+		if below != nil || at == nil {
+			t.Errorf("Config.MaxConns %d: admitConn below %d = %v, at it = %v; want the cap %d", tt.cfg, tt.want, below, at, tt.want)
+		}
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
@@ -72,6 +73,9 @@ type Config struct {
 	// Mark, when non-zero, is set as SO_MARK on guarded (sandbox-driven) upstream sockets, so
 	// the firewall's output chain can repeat the floor check in the kernel.
 	Mark int
+	// MaxConns is how many connections all sandboxes together may hold open; 0 or more than
+	// MaxConns means MaxConns.
+	MaxConns int
 }
 
 // Proxy serves the HTTP and TLS listeners. Create with New, start with StartHTTP/StartTLS, stop
@@ -80,6 +84,8 @@ type Proxy struct {
 	cfg  Config
 	log  *slog.Logger
 	http *http.Server
+	// maxConns is Config.MaxConns, defaulted.
+	maxConns int
 
 	mu sync.Mutex
 	// transports are the per-sandbox upstream pools for HTTP.
@@ -117,7 +123,10 @@ func New(cfg Config, log *slog.Logger) (*Proxy, error) {
 	if cfg.Audit == nil {
 		cfg.Audit = func(string, audit.Event) {}
 	}
-	p := &Proxy{cfg: cfg, log: log, transports: map[string]*http.Transport{}, conns: map[string]map[*conn]struct{}{}}
+	p := &Proxy{cfg: cfg, log: log, maxConns: MaxConns, transports: map[string]*http.Transport{}, conns: map[string]map[*conn]struct{}{}}
+	if cfg.MaxConns > 0 && cfg.MaxConns < MaxConns {
+		p.maxConns = cfg.MaxConns
+	}
 	if cfg.Intercept != nil {
 		p.icpt = p.newInterceptor(*cfg.Intercept)
 	}
@@ -159,7 +168,9 @@ func (p *Proxy) StartHTTP(ln net.Listener) error {
 func (p *Proxy) StartTLS(ln net.Listener) error { return p.serveConns(ln, "tls", p.serveTLS) }
 
 // serveConns accepts on ln (tracked, so connections carry their sandbox) in the background
-// and runs serve for each connection in its own goroutine until ln is closed.
+// and runs serve for each connection in its own goroutine until ln is closed: the tracked
+// listener retries every other accept error (connlimit.Retrying), so running out of
+// descriptors pauses the loop instead of ending it.
 func (p *Proxy) serveConns(ln net.Listener, what string, serve func(*conn)) error {
 	il, err := p.track(ln)
 	if err != nil {
@@ -193,7 +204,7 @@ func (p *Proxy) track(ln net.Listener) (*identListener, error) {
 		return nil, fmt.Errorf("proxy: %w", net.ErrClosed)
 	}
 	p.listeners = append(p.listeners, ln)
-	return &identListener{Listener: ln, p: p}, nil
+	return &identListener{Listener: connlimit.Retrying(ln, "egress", p.log), p: p}, nil
 }
 
 // ForgetSandbox closes every open connection of sandboxID and its idle upstream connections.
