@@ -6,13 +6,23 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/host-setup.sh
-go vet ./...
-bash scripts/build-console.sh --test
-go test -p 1 -count=1 -timeout 60m ./... "$@"
+# phase NAME CMD...: runs CMD and prints how long it took, so a slow CI run shows where.
+phase() {
+  local name=$1 start=$SECONDS rc=0
+  shift
+  echo "test.sh: phase $name started at $(date -u +%H:%M:%S)"
+  "$@" || rc=$?
+  echo "test.sh: phase $name took $((SECONDS - start)) s (rc $rc)"
+  return $rc
+}
+
+phase host-setup bash scripts/host-setup.sh
+phase vet go vet ./...
+phase console bash scripts/build-console.sh --test
+phase packages go test -p 1 -count=1 -timeout 60m ./... "$@"
 
 # The core of the end-to-end suite once more with every sandbox on gVisor (hutchd --runtime
 # gvisor): exec, files, processes, preview URLs, terminals, watch, code contexts and egress.
 # The escape suite and TestGVisor ran on gVisor in the pass above.
 gvisor_core='^(TestExecAcceptance|TestFilesThroughHutchd|TestProcessAcceptance|TestPreviewAcceptance|TestTerminal|TestWatch|TestCodePython|TestEgressPolicyAPI|TestEgressFailClosed)$'
-HUTCH_TEST_RUNTIME=gvisor go test -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@"
+HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@"
