@@ -74,7 +74,9 @@ func TestClaimDiesWithItsHolder(t *testing.T) {
 	}
 	dir := t.TempDir()
 	n := Name{"cgroup parent", "hutch", "--cgroup-parent", false}
-	holder := exec.Command("flock", "--no-fork", "-n", filepath.Join(dir, fileName(n)), "sleep", "1000")
+	// Blocking, not -n: the probe's Take below may hold the lock at the moment flock(1) tries,
+	// and a non-blocking flock(1) would then exit and never hold it.
+	holder := exec.Command("flock", "--no-fork", filepath.Join(dir, fileName(n)), "sleep", "1000")
 	if err := holder.Start(); err != nil {
 		t.Fatal(err)
 	}
