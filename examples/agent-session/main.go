@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
-	"github.com/hutchdev/hutch/internal/gitserve"
+	"github.com/hutchdev/hutch/internal/gitservetest"
 )
 
 //go:embed all:project
@@ -58,7 +58,7 @@ func run() int {
 	}
 
 	sub, _ := fs.Sub(project, "project")
-	gitSrv, err := gitserve.Serve(ctx, sub, "node-demo.git", *gitAddr)
+	gitSrv, err := gitservetest.Serve(ctx, sub, "node-demo.git", *gitAddr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "agent-session: git server:", err)
 		return 2

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/archive"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/archive"
 )
 
 // Trailers of POST /api/backup/archive. Exactly one is set at the end of a reply that started:

@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress/handler"
-	"github.com/hutchdev/hutch/internal/volume"
+	"github.com/hutchdev/hutch/internal/datavol"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 )
 
 // DefaultMaxConnsPerClient is MaxConnsPerClient's default: how many connections one client
@@ -93,7 +93,7 @@ type Config struct {
 	// EgressHandlers are the operator endpoints egress rules of action "handler" name:
 	// {"name": {"url": "https://… | unix:/path.sock", "signingSecret": "SECRET_NAME",
 	// "headerTimeout": "60s"}}. The signing key is the named secret (PUT /v1/secrets).
-	EgressHandlers map[string]handler.Config `json:"egressHandlers"`
+	EgressHandlers map[string]webhook.Config `json:"egressHandlers"`
 	// PreviewListen is the address of the preview listener that serves preview URLs
 	// ({port}-{sandbox}-{token}.{PreviewDomain}). Default 127.0.0.1:7412; empty string in a
 	// config file keeps the default, "off" disables previews.
@@ -538,9 +538,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "egress handler %q: want NAME=SIGNING_SECRET@URL", h)
 		}
 		if c.EgressHandlers == nil {
-			c.EgressHandlers = map[string]handler.Config{}
+			c.EgressHandlers = map[string]webhook.Config{}
 		}
-		c.EgressHandlers[name] = handler.Config{URL: u, SigningSecret: sec}
+		c.EgressHandlers[name] = webhook.Config{URL: u, SigningSecret: sec}
 	}
 	if v := getenv("HUTCH_EGRESS_DNS"); v != "" {
 		egressDNS = append(strings.Split(v, ","), egressDNS...)
@@ -605,7 +605,7 @@ func (c Config) Validate() error {
 		bad("data volume %q must be an absolute path or \"off\"", c.DataVolume)
 	}
 	if c.DataVolumeSize != "auto" && c.DataVolumeSize != "" {
-		if _, err := volume.ParseSize(c.DataVolumeSize); err != nil {
+		if _, err := datavol.ParseSize(c.DataVolumeSize); err != nil {
 			bad("data volume size %q: %v (or \"auto\")", c.DataVolumeSize, err)
 		}
 	}

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/config"
-	"github.com/hutchdev/hutch/internal/volume"
+	"github.com/hutchdev/hutch/internal/datavol"
 )
 
 // Bounds of the "auto" data volume size.
@@ -38,7 +38,7 @@ func openDataDir(ctx context.Context, cfg config.Config, log *slog.Logger) (stri
 	if err != nil {
 		return "", err
 	}
-	v, err := volume.Ensure(ctx, volume.Config{Image: cfg.DataVolume, Mountpoint: filepath.Join(cfg.StateDir, "data"), Size: size}, log)
+	v, err := datavol.Ensure(ctx, datavol.Config{Image: cfg.DataVolume, Mountpoint: filepath.Join(cfg.StateDir, "data"), Size: size}, log)
 	if err != nil {
 		return "", fmt.Errorf("data volume: %w (run hutchd with --data-volume off to keep data in the state dir)", err)
 	}
@@ -73,7 +73,7 @@ func legacyDisks(stateDir string) int {
 // (keep it as it is) when it does.
 func volumeSize(cfg config.Config) (int64, error) {
 	if cfg.DataVolumeSize != "" && cfg.DataVolumeSize != "auto" {
-		return volume.ParseSize(cfg.DataVolumeSize)
+		return datavol.ParseSize(cfg.DataVolumeSize)
 	}
 	if _, err := os.Stat(cfg.DataVolume); err == nil {
 		return 0, nil

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/snapshot"
@@ -180,10 +180,10 @@ func (s *stopper) stop(id string) {
 }
 
 // egressHandlers builds the configured operator handlers.
-func egressHandlers(cfgs map[string]handler.Config) (map[string]*handler.Handler, error) {
-	out := make(map[string]*handler.Handler, len(cfgs))
+func egressHandlers(cfgs map[string]webhook.Config) (map[string]*webhook.Handler, error) {
+	out := make(map[string]*webhook.Handler, len(cfgs))
 	for name, c := range cfgs {
-		h, err := handler.New(name, c)
+		h, err := webhook.New(name, c)
 		if err != nil {
 			return nil, err
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
@@ -130,7 +130,7 @@ func (e *egressPolicies) store(ctx context.Context, id string, c *policy.Compile
 // egressLookups returns the names a policy may refer to (policy.Validate): the secrets
 // secretExists knows, the operator upstreams and the operator handlers of hutchd's config
 // (--upstream, --egress-handler / egressHandlers).
-func egressLookups(secretExists func(ctx context.Context, name string) bool, upstreams map[string]string, handlers map[string]*handler.Handler) policy.Lookups {
+func egressLookups(secretExists func(ctx context.Context, name string) bool, upstreams map[string]string, handlers map[string]*webhook.Handler) policy.Lookups {
 	return policy.Lookups{
 		Secret:   func(name string) bool { return secretExists(context.Background(), name) },
 		Upstream: func(name string) bool { _, ok := upstreams[name]; return ok },

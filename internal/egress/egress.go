@@ -34,9 +34,9 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/egress/audit"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/dns"
 	"github.com/hutchdev/hutch/internal/egress/firewall"
-	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
 )
@@ -70,7 +70,7 @@ type Config struct {
 	// Resolver resolves sandbox destinations (DNS answers and proxy dials); nil is Go's default
 	// resolver, which reads /etc/hosts first.
 	Resolver *net.Resolver
-	// DenyRanges are added to the address floor (floor.Ranges, the host's own addresses and
+	// DenyRanges are added to the address floor (blocked.Ranges, the host's own addresses and
 	// the networks they are on): ranges an operator routes internally.
 	DenyRanges []netip.Prefix
 	// Audit receives the egress audit events (DNS queries, connections, requests, policy
@@ -82,7 +82,7 @@ type Config struct {
 	DNSBurst int
 	// Policy decides per sandbox and destination; nil is a *policy.Registry of per-sandbox
 	// Specs (SetPolicy), where a sandbox without one gets allow-all (every public destination).
-	// It never opens the address floor.
+	// It never opens the address blocked.
 	Policy policy.Policy
 	// Intercept enables TLS interception and credential injection for hosts the Policy
 	// decides Intercept (proxy.InterceptConfig); nil: such connections are refused.
@@ -185,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: log, upstreams: ups, fw: fw, byID: map[string]*sandbox{}, byAddr: map[netip.Addr]*sandbox{}, registry: reg, pins: proxy.NewPins()}
-	fl := floor.New(cfg.DenyRanges...)
+	fl := blocked.New(cfg.DenyRanges...)
 	s.dns, err = dns.New(dns.Config{
 		Identify:   s.identify,
 		IsUpstream: func(h string) bool { _, ok := ups[h]; return ok },

@@ -19,15 +19,15 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/hutchdev/hutch/client/egresshandler"
+	"github.com/hutchdev/hutch/egresshandler"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 	"github.com/hutchdev/hutch/internal/netns"
 )
 
@@ -315,7 +315,7 @@ func TestInterceptHandler(t *testing.T) {
 	})}
 	go srv.Serve(ln)
 	defer srv.Close()
-	h, err := handler.New("ops", handler.Config{URL: "unix:" + sock, SigningSecret: "HMAC"})
+	h, err := webhook.New("ops", webhook.Config{URL: "unix:" + sock, SigningSecret: "HMAC"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestInterceptHandler(t *testing.T) {
 			{ID: "hook", Hosts: []string{"hook.example.test"}, Action: policy.ActionHandler, Handler: "ops"},
 			{ID: "gone", Hosts: []string{"gone.example.test"}, Action: policy.ActionHandler, Handler: "missing"},
 		},
-	}, nil, nil, func(c *Config) { c.Intercept.Handlers = map[string]*handler.Handler{"ops": h} })
+	}, nil, nil, func(c *Config) { c.Intercept.Handlers = map[string]*webhook.Handler{"ops": h} })
 	body, status, err := curl(sb, "--cacert", ih.caFile, "-H", "Hutch-Signature: v1=forged", "-H", "Hutch-Forwarded-Host: internal",
 		"-H", "Hutch-Sandbox: other", "https://hook.example.test/v1/x?y=1")
 	if err != nil || status != "200" || body != "from-handler https://hook.example.test/v1/x?y=1" {

@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/client/egresshandler"
+	"github.com/hutchdev/hutch/egresshandler"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 	"github.com/hutchdev/hutch/internal/netns"
 )
 
@@ -79,7 +79,7 @@ func TestPlainHTTPRequests(t *testing.T) {
 	})}
 	go hsrv.Serve(hln)
 	defer hsrv.Close()
-	hd, err := handler.New("ops", handler.Config{URL: "unix:" + sock, SigningSecret: "HMAC"})
+	hd, err := webhook.New("ops", webhook.Config{URL: "unix:" + sock, SigningSecret: "HMAC"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestPlainHTTPRequests(t *testing.T) {
 			{ID: "hook", Hosts: []string{"hook.example.test"}, Action: policy.ActionHandler, Handler: "ops"},
 		},
 		Placeholders: []policy.Placeholder{{Secret: "OPENAI", Env: "OPENAI_API_KEY", Hosts: []string{"ph.example.test"}, Prefix: "sk-"}},
-	}, map[string]string{"OPENAI": tok}, alog, func(c *Config) { c.Intercept.Handlers = map[string]*handler.Handler{"ops": hd} })
+	}, map[string]string{"OPENAI": tok}, alog, func(c *Config) { c.Intercept.Handlers = map[string]*webhook.Handler{"ops": hd} })
 	lastAPI := func() egresstest.APIRequest {
 		reqs := ih.net.APIRequests()
 		if len(reqs) == 0 {

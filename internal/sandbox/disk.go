@@ -7,14 +7,14 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hutchdev/hutch/internal/datavol"
 	"github.com/hutchdev/hutch/internal/store"
-	"github.com/hutchdev/hutch/internal/volume"
 )
 
 // Disk quota. With Config.DiskQuota, a sandbox's disk (its overlay upper and work directories
 // and the writable layers of its directory mounts, mounts/) lives in a file system of its own:
 // a sparse ext4 image of its instance type's DiskBytes, <sandbox dir>/disk.img, loop-mounted at
-// <sandbox dir>/disk (volume.Disk). Writes past the size fail with ENOSPC inside the sandbox;
+// <sandbox dir>/disk (datavol.Disk). Writes past the size fail with ENOSPC inside the sandbox;
 // the data volume gives up at most that size.
 //
 // The image is made at the sandbox's first start and mounted at every start (wake, restart,
@@ -31,9 +31,9 @@ import (
 // when DiskQuota is off now.
 
 // diskOf returns sandbox id's disk image and mountpoint.
-func (m *Manager) diskOf(id string) volume.Disk {
+func (m *Manager) diskOf(id string) datavol.Disk {
 	dir := m.sandboxDir(id)
-	return volume.Disk{Image: filepath.Join(dir, "disk.img"), Mountpoint: filepath.Join(dir, "disk")}
+	return datavol.Disk{Image: filepath.Join(dir, "disk.img"), Mountpoint: filepath.Join(dir, "disk")}
 }
 
 // diskDir returns the directory that holds sandbox id's upper, work and mounts directories: the

@@ -34,7 +34,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/daemontest"
-	"github.com/hutchdev/hutch/internal/gitserve"
+	"github.com/hutchdev/hutch/internal/gitservetest"
 )
 
 //go:embed all:testdata/headline
@@ -121,7 +121,7 @@ func runHeadline(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	git, err := gitserve.Serve(ctx, proj, hlRepo, "127.0.0.1:0")
+	git, err := gitservetest.Serve(ctx, proj, hlRepo, "127.0.0.1:0")
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	mdns "github.com/miekg/dns"
 )
@@ -64,7 +64,7 @@ type Config struct {
 	// Policy is asked before any name is answered; nil means policy.AllowPublic.
 	Policy policy.Policy
 	// Floor filters resolved addresses.
-	Floor *floor.Floor
+	Floor *blocked.Floor
 	// Resolver resolves allowed names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 	// Rate and Burst are the per-sandbox query rate limit (queries per second, bucket size);
@@ -237,22 +237,22 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 	log := s.log.With("sandbox_id", id, "name", q.Name, "qtype", mdns.TypeToString[q.Qtype])
 	host, err := policy.CanonicalHost(q.Name)
 	if err != nil {
-		blocked(m, edns, "hutch egress: invalid name")
+		refuse(m, edns, "hutch egress: invalid name")
 		s.audit(id, q, q.Name, m, "deny", "invalid name")
 		return m
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 	defer cancel()
 	upstream := s.cfg.IsUpstream(host)
-	if floor.DeniedName(host) && !upstream {
-		blocked(m, edns, "hutch egress floor")
+	if blocked.DeniedName(host) && !upstream {
+		refuse(m, edns, "hutch egress floor")
 		log.Debug("dns blocked by name floor")
 		s.audit(id, q, host, m, "deny", "address floor")
 		return m
 	}
 	d := s.cfg.Policy.Decide(ctx, policy.Request{SandboxID: id, Kind: policy.KindDNS, Host: host, Upstream: upstream})
 	if d.Action != policy.Allow {
-		blocked(m, edns, "hutch egress policy")
+		refuse(m, edns, "hutch egress policy")
 		log.Debug("dns blocked by policy", "reason", d.Reason)
 		s.audit(id, q, host, m, "deny", d.Reason)
 		return m
@@ -288,7 +288,7 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 		m.Answer = append(m.Answer, aRecord(q.Name, ip))
 	}
 	if len(m.Answer) == 0 {
-		blocked(m, edns, "hutch egress floor: private answer")
+		refuse(m, edns, "hutch egress floor: private answer")
 		log.Debug("dns answer removed by floor", "answers", len(ips))
 		s.audit(id, q, host, m, "deny", "rebind: every answer is in the address floor")
 		return m
@@ -311,8 +311,8 @@ func aRecord(name string, ip netip.Addr) mdns.RR {
 	}
 }
 
-// blocked turns m into NXDOMAIN, with Extended DNS Error 15 when the client speaks EDNS0.
-func blocked(m *mdns.Msg, edns bool, text string) {
+// refuse turns m into NXDOMAIN, with Extended DNS Error 15 when the client speaks EDNS0.
+func refuse(m *mdns.Msg, edns bool, text string) {
 	m.Rcode = mdns.RcodeNameError
 	m.Answer = nil
 	if !edns {

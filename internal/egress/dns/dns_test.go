@@ -6,8 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
-	"github.com/hutchdev/hutch/internal/egress/floor"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	mdns "github.com/miekg/dns"
 )
@@ -30,7 +30,7 @@ func startServer(t *testing.T, auth *egresstest.Authority) string {
 			}
 			return policy.Decision{Action: policy.Allow}
 		}),
-		Floor:    floor.New(),
+		Floor:    blocked.New(),
 		Resolver: auth.Resolver(),
 	}, nil)
 	if err != nil {

@@ -35,7 +35,7 @@ import (
 	"strings"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 )
 
 // GuardMark is the SO_MARK the proxy sets on sandbox-driven dials; the output chain rejects
@@ -186,7 +186,7 @@ func Ruleset(cfg Config, sandboxes []Sandbox) string {
 	w("\t\ttype ipv4_addr")
 	w("\t\tflags interval")
 	var fl []string
-	for _, p := range floor.Ranges {
+	for _, p := range blocked.Ranges {
 		if p.Addr().Is4() {
 			fl = append(fl, p.String())
 		}

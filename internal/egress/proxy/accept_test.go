@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 )
 
 // failFirst is a listener whose first Accepts fail with errs, as accept(2) does when hutchd
@@ -52,7 +52,7 @@ func TestAcceptSurvivesErrors(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, err := New(Config{
 				Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
-				Floor:    floor.New(),
+				Floor:    blocked.New(),
 				Pins:     NewPins(),
 			}, nil)
 			if err != nil {
@@ -100,7 +100,7 @@ func TestAcceptSurvivesRealEMFILE(t *testing.T) {
 	var logs syncBuffer
 	p, err := New(Config{
 		Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
-		Floor:    floor.New(),
+		Floor:    blocked.New(),
 	}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
@@ -34,7 +34,7 @@ func (p *Proxy) serveRequest(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, upstream := p.cfg.Upstreams[host]
-	if !upstream && floor.DeniedName(host) {
+	if !upstream && blocked.DeniedName(host) {
 		p.deny(w, log, errdefs.Newf(errdefs.CodeEgressDenied, "egress to %s is not allowed", host))
 		return
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 )
 
 // InterceptConfig enables TLS interception (EGRESS.md §2.3): connections whose Decision is
@@ -34,7 +34,7 @@ type InterceptConfig struct {
 	// Placeholders returns sandboxID's placeholder tokens by secret name (store); nil: none.
 	Placeholders func(ctx context.Context, sandboxID string) (map[string]string, error)
 	// Handlers are the operator handlers rules of action "handler" name.
-	Handlers map[string]*handler.Handler
+	Handlers map[string]*webhook.Handler
 	// OnStop, when set, is called (in its own goroutine) when a placeholder violation's
 	// action is block_and_stop.
 	OnStop func(sandboxID string)

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 )
 
 // TestAdmitConn checks both caps of admitConn: one sandbox's, and all sandboxes' together,
@@ -13,7 +13,7 @@ import (
 func TestAdmitConn(t *testing.T) {
 	p, err := New(Config{
 		Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
-		Floor:    floor.New(),
+		Floor:    blocked.New(),
 		Audit:    func(string, audit.Event) {},
 	}, nil)
 	if err != nil {
@@ -48,7 +48,7 @@ func TestAdmitConnConfiguredCap(t *testing.T) {
 	for _, tt := range []struct{ cfg, want int }{{10, 10}, {0, MaxConns}, {MaxConns + 1, MaxConns}} {
 		p, err := New(Config{
 			Identify: func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
-			Floor:    floor.New(),
+			Floor:    blocked.New(),
 			MaxConns: tt.cfg,
 		}, nil)
 		if err != nil {

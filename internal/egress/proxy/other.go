@@ -12,7 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
 
@@ -128,7 +128,7 @@ func (p *Proxy) serveOther(c *conn) {
 	defer cancel()
 	var host, reason string
 	for _, n := range names {
-		if floor.DeniedName(n) {
+		if blocked.DeniedName(n) {
 			continue
 		}
 		d := p.cfg.Policy.Decide(ctx, policy.Request{SandboxID: c.sandboxID, Kind: policy.KindTCP, Host: n, Port: port})

@@ -37,7 +37,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
 
@@ -55,12 +55,12 @@ type Config struct {
 	// Identify maps a connection's remote address to its sandbox and that sandbox's gateway.
 	Identify func(remote netip.Addr) (sandboxID string, gateway netip.Addr, ok bool)
 	// Upstreams maps canonical host names to the "ip:port" the proxy dials for them, whatever
-	// port the sandbox used; they bypass the floor. The proxy does not modify the map.
+	// port the sandbox used; they bypass the blocked. The proxy does not modify the map.
 	Upstreams map[string]netip.AddrPort
 	// Policy decides per request/connection; nil means policy.AllowPublic.
 	Policy policy.Policy
 	// Floor refuses destination addresses at connect time.
-	Floor *floor.Floor
+	Floor *blocked.Floor
 	// Resolver resolves destination names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
 	// Intercept enables TLS interception for policy.Intercept decisions (intercept.go); nil:

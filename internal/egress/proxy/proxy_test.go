@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 )
 
 // clientHello returns the bytes a crypto/tls client sends first for serverName.
@@ -132,7 +132,7 @@ func TestPeekClientHelloOversized(t *testing.T) {
 func TestGuardAndDial(t *testing.T) {
 	p, err := New(Config{
 		Identify:  func(netip.Addr) (string, netip.Addr, bool) { return "", netip.Addr{}, false },
-		Floor:     floor.New(),
+		Floor:     blocked.New(),
 		Upstreams: map[string]netip.AddrPort{},
 	}, nil)
 	if err != nil {
@@ -168,7 +168,7 @@ func TestGuardAndDial(t *testing.T) {
 			t.Errorf("dial(%s) = %v; want EGRESS_DENIED", addr, err)
 		}
 	}
-	// Operator upstreams bypass the floor.
+	// Operator upstreams bypass the blocked.
 	p.cfg.Upstreams["git.internal"] = netip.MustParseAddrPort(ln.Addr().String())
 	c, err := p.dial(context.Background(), "tcp", "git.internal:443")
 	if err != nil {

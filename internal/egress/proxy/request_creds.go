@@ -12,9 +12,9 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/handler"
 	"github.com/hutchdev/hutch/internal/egress/inject"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 )
 
 // stripInbound removes headers a sandbox must not send upstream: Hutch-* (the proxy's own
@@ -110,7 +110,7 @@ func (p *Proxy) toHandler(w http.ResponseWriter, r *http.Request, rc reqConn, ho
 		ev.DurMs = time.Since(start).Milliseconds()
 		p.cfg.Audit(c.sandboxID, ev)
 	}()
-	var h *handler.Handler
+	var h *webhook.Handler
 	if p.icpt != nil {
 		h = p.icpt.cfg.Handlers[rule.Handler]
 	}
@@ -126,5 +126,5 @@ func (p *Proxy) toHandler(w http.ResponseWriter, r *http.Request, rc reqConn, ho
 		return
 	}
 	ev.Decision = "allow"
-	ev.Status = h.Forward(w, r, handler.Origin{Sandbox: c.sandboxID, Scheme: rc.scheme(), Host: host, Port: int(c.orig.Port())}, key, writeError)
+	ev.Status = h.Forward(w, r, webhook.Origin{Sandbox: c.sandboxID, Scheme: rc.scheme(), Host: host, Port: int(c.orig.Port())}, key, writeError)
 }

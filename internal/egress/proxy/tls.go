@@ -13,7 +13,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/floor"
+	"github.com/hutchdev/hutch/internal/egress/blocked"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 )
 
@@ -41,7 +41,7 @@ func (p *Proxy) serveTLS(c *conn) {
 	ev.Host = host
 	log = log.With("sni", host)
 	_, upstream := p.cfg.Upstreams[host]
-	if !upstream && floor.DeniedName(host) {
+	if !upstream && blocked.DeniedName(host) {
 		log.Debug("egress tls denied by name floor")
 		ev.Decision, ev.Reason = "deny", "address floor"
 		p.cfg.Audit(c.sandboxID, ev)

@@ -1,4 +1,4 @@
-// Package floor is the egress address floor: the destinations sandbox traffic may never reach,
+// Package blocked is the egress address floor: the destinations sandbox traffic may never reach,
 // whatever a per-sandbox policy says (loopback, private, link-local, CGNAT, multicast, …, every
 // address of the host's own interfaces, and every network those interfaces are directly
 // connected to: the host's LAN neighbours and its router, whatever range they use).
@@ -10,7 +10,7 @@
 //
 // Addresses are canonicalised before the check: IPv4-mapped IPv6 (::ffff:a.b.c.d), NAT64
 // (64:ff9b::/96) and 6to4 (2002::/16) are decoded to the IPv4 address they carry.
-package floor
+package blocked
 
 import (
 	"net"

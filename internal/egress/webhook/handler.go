@@ -1,4 +1,4 @@
-// Package handler forwards intercepted sandbox requests to operator-declared HTTP endpoints
+// Package webhook forwards intercepted sandbox requests to operator-declared HTTP endpoints
 // (EGRESS.md §5.3): a rule of action "handler" names one. The request keeps its method, path,
 // query, headers (minus hop-by-hop and inbound Hutch-*) and streamed body; hutchd adds the
 // Hutch-Forwarded-* headers, Hutch-Sandbox, Hutch-Request-Id, Hutch-Timestamp and an HMAC
@@ -8,7 +8,7 @@
 //
 // Handler URLs are http(s)://host[:port][/base] or unix:/path/to.sock. They are operator
 // configuration, dialled without the sandbox address floor.
-package handler
+package webhook
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/client/egresshandler"
+	"github.com/hutchdev/hutch/egresshandler"
 	"github.com/hutchdev/hutch/errdefs"
 )
 

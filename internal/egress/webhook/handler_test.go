@@ -1,4 +1,4 @@
-package handler
+package webhook
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/client/egresshandler"
+	"github.com/hutchdev/hutch/egresshandler"
 	"github.com/hutchdev/hutch/errdefs"
 )
 

@@ -1,4 +1,4 @@
-// Package volume keeps hutchd's data on a "data volume": an ext4 file system in an image file,
+// Package datavol keeps hutchd's data on a "data volume": an ext4 file system in an image file,
 // attached to a loop device and mounted at a fixed place, like LXD's default loop-backed
 // storage pool.
 //
@@ -44,7 +44,7 @@
 // ResourceExhausted (code NO_SPACE) when the host file system cannot hold the image, and
 // FailedPrecondition when the mountpoint carries another mount, the image is in use elsewhere,
 // a tool is missing or the file system needs a manual fsck.
-package volume
+package datavol
 
 import (
 	"errors"

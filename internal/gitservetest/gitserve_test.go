@@ -1,4 +1,4 @@
-package gitserve
+package gitservetest
 
 import (
 	"context"

@@ -1,9 +1,9 @@
-// Package gitserve serves a file tree as a read-only git repository over git's smart HTTP
+// Package gitservetest serves a file tree as a read-only git repository over git's smart HTTP
 // protocol, for examples and benchmarks that need a real git server on the host: the tree is
 // committed into a fresh bare repository in a temporary directory, and `git http-backend` runs
 // behind net/http/cgi. Sandboxes reach it through an hutchd upstream (--upstream
 // NAME=ADDR). It needs git on the host.
-package gitserve
+package gitservetest
 
 import (
 	"context"
