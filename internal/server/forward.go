@@ -14,70 +14,20 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 )
 
-// route is one agent endpoint reachable through /v1/sandboxes/{id}/<rest>.
-type route struct {
-	method    string
-	rest      string // path after /v1/sandboxes/{id}/ and after the agent's /api/; may hold {pid} or {cid}
-	operation string // dotted name for error envelopes
-	raw       bool   // body is streamed as is (any size), not JSON
-}
-
-// forwarded is the set of in-sandbox operations (api/agent.md). Anything else under a sandbox
-// is 404: the agent's other endpoints are not part of the public API.
-var forwarded = []route{
-	{http.MethodGet, "ping", "sandbox.ping", false},
-	{http.MethodPost, "execute", "command.execute", false},
-	{http.MethodPost, "execute/stream", "command.stream", false},
-	{http.MethodPost, "session/create", "session.create", false},
-	{http.MethodGet, "session/list", "session.list", false},
-	{http.MethodPost, "session/delete", "session.delete", false},
-	{http.MethodPost, "write", "file.write", false},
-	{http.MethodPut, "files", "file.write", true},
-	{http.MethodGet, "files", "file.read", true},
-	{http.MethodPost, "read", "file.read", false},
-	{http.MethodPost, "read/stream", "file.stream", false},
-	{http.MethodPost, "list-files", "file.list", false},
-	{http.MethodPost, "mkdir", "file.mkdir", false},
-	{http.MethodPost, "delete", "file.delete", false},
-	{http.MethodPost, "rename", "file.rename", false},
-	{http.MethodPost, "move", "file.move", false},
-	{http.MethodPost, "exists", "file.exists", false},
-	{http.MethodPost, "git/checkout", "git.checkout", false},
-	{http.MethodPost, "process/start", "process.start", false},
-	{http.MethodGet, "process/list", "process.list", false},
-	{http.MethodDelete, "process/kill-all", "process.killAll", false},
-	{http.MethodGet, "process/{pid}", "process.get", false},
-	{http.MethodDelete, "process/{pid}", "process.kill", false},
-	{http.MethodGet, "process/{pid}/logs", "process.logs", false},
-	{http.MethodGet, "process/{pid}/stream", "process.stream", false},
-	{http.MethodPost, "process/{pid}/wait-log", "process.waitForLog", false},
-	{http.MethodPost, "process/{pid}/wait-port", "process.waitForPort", false},
-	{http.MethodPost, "process/{pid}/wait-exit", "process.waitForExit", false},
-	{http.MethodPost, "watch", "watch", false},
-	{http.MethodPost, "watch/check", "watch.check", false},
-	{http.MethodPost, "contexts", "code.contexts.create", false},
-	{http.MethodGet, "contexts", "code.contexts.list", false},
-	{http.MethodGet, "contexts/{cid}", "code.contexts.get", false},
-	{http.MethodDelete, "contexts/{cid}", "code.contexts.delete", false},
-	{http.MethodPost, "contexts/{cid}/run", "code.run", false},
-	{http.MethodPost, "contexts/{cid}/interrupt", "code.interrupt", false},
-	{http.MethodPost, "run-code", "code.run", false},
-}
-
-// agentPath is the agent's path for rt, with the request's {pid} or {cid} filled in (escaped:
-// a process or code context ID cannot smuggle a path).
-func agentPath(rt route, r *http.Request) string {
-	rest := rt.rest
-	if strings.Contains(rest, "{pid}") {
-		rest = strings.Replace(rest, "{pid}", url.PathEscape(r.PathValue("pid")), 1)
+// agentPath is the agent's path for rt, with the request's path wildcards ({pid}, {cid},
+// {tid}) filled in, escaped: a process, code context or terminal ID cannot smuggle a path.
+func agentPath(rt v1.Route, r *http.Request) string {
+	segs := strings.Split(rt.AgentPath(), "/")
+	for i, seg := range segs {
+		if name, ok := strings.CutPrefix(seg, "{"); ok {
+			segs[i] = url.PathEscape(r.PathValue(strings.TrimSuffix(name, "}")))
+		}
 	}
-	if strings.Contains(rest, "{cid}") {
-		rest = strings.Replace(rest, "{cid}", url.PathEscape(r.PathValue("cid")), 1)
-	}
-	return "/api/" + rest
+	return strings.Join(segs, "/")
 }
 
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
@@ -85,13 +35,13 @@ func agentPath(rt route, r *http.Request) string {
 // nothing; raw bodies and all replies are streamed, and SSE replies are flushed per read. If the
 // caller goes away the agent request is cancelled, which kills the command it runs. The sandbox
 // is held awake (Manager.Hold) until the reply is done.
-func (s *Server) forward(rt route) http.HandlerFunc {
+func (s *Server) forward(rt v1.Route) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = http.NoBody
 		length := int64(0)
 		var upload *bodyErr
-		if rt.method != http.MethodGet && rt.method != http.MethodDelete {
-			if rt.raw {
+		if rt.Method != http.MethodGet && rt.Method != http.MethodDelete {
+			if rt.Body == v1.BodyRaw {
 				// Bounded by auth (bodyLimit): a chunked body cut at the bound fails the
 				// agent request, answered 413 below; the agent keeps no partial file.
 				upload = &bodyErr{r: r.Body}
@@ -99,14 +49,14 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 			} else {
 				b, err := readBody(w, r)
 				if err != nil {
-					writeError(w, r, err, rt.operation)
+					writeError(w, r, err, rt.Operation)
 					return
 				}
 				if len(bytes.TrimSpace(b)) == 0 {
 					b = []byte("{}")
 				}
 				if !json.Valid(b) {
-					writeError(w, r, errdefs.New(errdefs.CodeInvalidJSON, "request body is not valid JSON"), rt.operation)
+					writeError(w, r, errdefs.New(errdefs.CodeInvalidJSON, "request body is not valid JSON"), rt.Operation)
 					return
 				}
 				body, length = bytes.NewReader(b), int64(len(b))
@@ -121,22 +71,22 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if upload != nil && errors.As(upload.err, &mbe) {
-				writeError(w, r, tooLarge(mbe.Limit), rt.operation)
+				writeError(w, r, tooLarge(mbe.Limit), rt.Operation)
 				return
 			}
 			if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) && s.mgr.Gone(r.Context(), id) {
-				writeError(w, r, destroyed(id, err), rt.operation)
+				writeError(w, r, destroyed(id, err), rt.Operation)
 				return
 			}
 			var ee *errdefs.Error
 			if errors.As(err, &ee) {
-				writeError(w, r, err, rt.operation)
+				writeError(w, r, err, rt.Operation)
 				return
 			}
 			if r.Context().Err() != nil {
 				return // the caller left; nothing to answer
 			}
-			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), rt.operation)
+			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), rt.Operation)
 			return
 		}
 		defer resp.Body.Close()
@@ -144,7 +94,7 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 		if resp.StatusCode >= 500 && !stream && s.mgr.Gone(r.Context(), id) {
 			// The agent answered while the destroy shut it down (its requests' context
 			// cancelled): that is the destroy's answer, not an internal error.
-			writeError(w, r, destroyed(id, nil), rt.operation)
+			writeError(w, r, destroyed(id, nil), rt.Operation)
 			return
 		}
 		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "X-Hutch-Binary", "Content-Disposition"} {
@@ -171,7 +121,7 @@ func (s *Server) forward(rt route) http.HandlerFunc {
 // the agent cannot even be dialled (the container died: its agent crashed or sandbox code
 // killed it), the sandbox is rechecked and, when it is gone, started again and the request
 // sent once more; nothing was delivered the first time, so this cannot run a command twice.
-func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader, length int64) (*http.Response, error) {
+func (s *Server) roundTrip(r *http.Request, rt v1.Route, id string, body io.Reader, length int64) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		tr, err := s.mgr.Ensure(r.Context(), id)
 		if err != nil {
@@ -186,7 +136,7 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 		if r.URL.RawQuery != "" {
 			u += "?" + r.URL.RawQuery
 		}
-		out, err := http.NewRequestWithContext(r.Context(), rt.method, u, body)
+		out, err := http.NewRequestWithContext(r.Context(), rt.Method, u, body)
 		if err != nil {
 			return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request")
 		}
@@ -194,7 +144,7 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 		if v := r.Header.Get("Last-Event-ID"); v != "" {
 			out.Header.Set("Last-Event-ID", v) // resuming a process log stream
 		}
-		if rt.raw {
+		if rt.Body == v1.BodyRaw {
 			if ct := r.Header.Get("Content-Type"); ct != "" {
 				out.Header.Set("Content-Type", ct)
 			}
@@ -203,7 +153,7 @@ func (s *Server) roundTrip(r *http.Request, rt route, id string, body io.Reader,
 		}
 		resp, err := tr.RoundTrip(out)
 		var op *net.OpError
-		if err == nil || attempt > 0 || rt.raw || !errors.As(err, &op) || op.Op != "dial" {
+		if err == nil || attempt > 0 || (rt.Body == v1.BodyRaw) || !errors.As(err, &op) || op.Op != "dial" {
 			return resp, err
 		}
 		if !s.mgr.Recheck(r.Context(), id) {

@@ -40,16 +40,6 @@ type EgressPolicies interface {
 // /v1/sandboxes; call it before serving.
 func (s *Server) SetEgressPolicies(e EgressPolicies) { s.egress = e }
 
-// egressRoutes registers the egress policy routes (called from routes).
-func (s *Server) egressRoutes(allowed map[string][]string) {
-	s.handle("GET /v1/sandboxes/{id}/egress", s.auth(s.getEgress))
-	s.handle("PUT /v1/sandboxes/{id}/egress", s.auth(s.putEgress))
-	s.handle("PATCH /v1/sandboxes/{id}/egress", s.auth(s.patchEgress))
-	s.handle("GET /v1/sandboxes/{id}/egress/events", s.auth(s.egressEvents))
-	allowed["/v1/sandboxes/{id}/egress"] = []string{"GET", "PUT", "PATCH"}
-	allowed["/v1/sandboxes/{id}/egress/events"] = []string{"GET"}
-}
-
 func (s *Server) egressEnabled(w http.ResponseWriter, r *http.Request, op string) (string, bool) {
 	if s.egress == nil {
 		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "egress policies are not available on this hutchd"), op)

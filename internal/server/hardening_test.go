@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/internal/logbound"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/secret"
@@ -62,9 +63,11 @@ func TestEveryRouteAuthenticated(t *testing.T) {
 		{"GET", "/v1/sandboxes/sb1/terminals"}, {"GET", "/v1/sandboxes/sb1/terminals/t1"}, {"DELETE", "/v1/sandboxes/sb1/terminals/t1"},
 		{"GET", "/v1/images"}, {"POST", "/v1/images/build"}, {"GET", "/v1/nowhere"},
 	}
-	for _, f := range forwarded {
-		p := strings.NewReplacer("{pid}", "p1", "{cid}", "c1").Replace(f.rest)
-		routes = append(routes, rt{f.method, "/v1/sandboxes/sb1/" + p})
+	for _, f := range v1.Routes {
+		if f.Forwarded {
+			p := strings.NewReplacer("{id}", "sb1", "{pid}", "p1", "{cid}", "c1").Replace(f.Pattern)
+			routes = append(routes, rt{f.Method, p})
+		}
 	}
 	for _, r := range routes {
 		for _, auth := range []string{"", "Bearer wrong", "Bearer " + testToken[:len(testToken)-1], "Bearer " + testToken + "x", "Basic " + testToken, "Bearer" + testToken, testToken} {

@@ -10,8 +10,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -131,75 +134,30 @@ func (s *Server) handle(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, h)
 }
 
+// routes registers a handler for every route of v1.Routes: hutchd's own from handlers, the
+// Forwarded ones as relays to the agent; then a 405 with the allowed methods for every other
+// method on a known path, and a 404 for everything else.
 func (s *Server) routes() {
-	s.handle("GET /v1/health", http.HandlerFunc(s.health))
 	// Browsers ask for it on every console page; nothing to serve, nothing to authenticate.
 	s.handle("GET /favicon.ico", s.public(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) })))
-	s.handle("POST /v1/sandboxes", s.auth(s.createSandbox))
-	s.handle("GET /v1/sandboxes", s.auth(s.listSandboxes))
-	s.handle("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
-	s.handle("DELETE /v1/sandboxes/{id}", s.auth(s.destroySandbox))
-	s.handle("POST /v1/sandboxes/{id}/start", s.auth(s.startSandbox))
-	s.handle("POST /v1/sandboxes/{id}/stop", s.auth(s.stopSandbox))
-	s.handle("POST /v1/sandboxes/{id}/ports", s.auth(s.exposePort))
-	s.handle("GET /v1/sandboxes/{id}/ports", s.auth(s.listPorts))
-	s.handle("DELETE /v1/sandboxes/{id}/ports/{port}", s.auth(s.unexposePort))
-	// Sleep and wake (lifecycle_sleep.go).
-	s.handle("PATCH /v1/sandboxes/{id}", s.auth(s.updateSandbox))
-	s.handle("POST /v1/sandboxes/{id}/sleep", s.auth(s.sleepSandbox))
-	s.handle("POST /v1/sandboxes/{id}/wake", s.auth(s.wakeSandbox))
-	// Backups (backups.go).
-	s.handle("POST /v1/sandboxes/{id}/backups", s.auth(s.createBackup))
-	s.handle("POST /v1/sandboxes/{id}/backups/{bid}/restore", s.auth(s.restoreBackup))
-	s.handle("GET /v1/backups", s.auth(s.listBackups))
-	s.handle("GET /v1/backups/{bid}", s.auth(s.getBackup))
-	s.handle("DELETE /v1/backups/{bid}", s.auth(s.deleteBackup))
-	// Snapshots and forks (snapshots.go).
-	s.handle("POST /v1/sandboxes/{id}/snapshots", s.auth(s.createSnapshot))
-	s.handle("POST /v1/sandboxes/{id}/fork", s.auth(s.forkSandbox))
-	s.handle("POST /v1/sandboxes/{id}/restore-snapshot", s.auth(s.restoreSnapshot))
-	s.handle("GET /v1/snapshots", s.auth(s.listSnapshots))
-	s.handle("GET /v1/snapshots/{sid}", s.auth(s.getSnapshot))
-	s.handle("DELETE /v1/snapshots/{sid}", s.auth(s.deleteSnapshot))
-	// Terminals (terminals.go).
-	s.handle("GET /v1/sandboxes/{id}/terminals", s.auth(s.listTerminals))
-	s.handle("GET /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.connectTerminal))
-	s.handle("DELETE /v1/sandboxes/{id}/terminals/{tid}", s.auth(s.killTerminal))
-	for _, r := range forwarded {
-		s.handle(r.method+" /v1/sandboxes/{id}/"+r.rest, s.auth(s.forward(r)))
+	handlers := s.handlers()
+	allowed := map[string][]string{}
+	for _, rt := range v1.Routes {
+		allowed[rt.Pattern] = append(allowed[rt.Pattern], rt.Method)
+		if rt.Forwarded {
+			s.handle(rt.Method+" "+rt.Pattern, s.auth(s.forward(rt)))
+			continue
+		}
+		h, ok := handlers[rt.OperationID]
+		if !ok {
+			panic("server: no handler for " + rt.OperationID)
+		}
+		delete(handlers, rt.OperationID)
+		s.handle(rt.Method+" "+rt.Pattern, h)
 	}
-	// A known path with another method: 405 with the allowed methods.
-	allowed := map[string][]string{
-		"/v1/sandboxes":                            {"GET", "POST"},
-		"/v1/sandboxes/{id}":                       {"GET", "PATCH", "DELETE"},
-		"/v1/sandboxes/{id}/sleep":                 {"POST"},
-		"/v1/sandboxes/{id}/wake":                  {"POST"},
-		"/v1/sandboxes/{id}/start":                 {"POST"},
-		"/v1/sandboxes/{id}/stop":                  {"POST"},
-		"/v1/sandboxes/{id}/ports":                 {"GET", "POST"},
-		"/v1/sandboxes/{id}/ports/{port}":          {"DELETE"},
-		"/v1/sandboxes/{id}/backups":               {"POST"},
-		"/v1/sandboxes/{id}/backups/{bid}/restore": {"POST"},
-		"/v1/backups":                              {"GET"},
-		"/v1/backups/{bid}":                        {"GET", "DELETE"},
-		"/v1/sandboxes/{id}/snapshots":             {"POST"},
-		"/v1/sandboxes/{id}/fork":                  {"POST"},
-		"/v1/sandboxes/{id}/restore-snapshot":      {"POST"},
-		"/v1/snapshots":                            {"GET"},
-		"/v1/snapshots/{sid}":                      {"GET", "DELETE"},
-		"/v1/sandboxes/{id}/terminals":             {"GET"},
-		"/v1/sandboxes/{id}/terminals/{tid}":       {"GET", "DELETE"},
-		"/v1/images":                               {"GET"},
-		"/v1/images/build":                         {"POST"},
-		"/v1/secrets":                              {"GET"},
-		"/v1/secrets/{name}":                       {"PUT", "DELETE"},
-		"/v1/sandboxes/{id}/egress/ca.pem":         {"GET"},
+	if len(handlers) > 0 {
+		panic(fmt.Sprintf("server: handlers for operations not in v1.Routes: %v", slices.Collect(maps.Keys(handlers))))
 	}
-	for _, r := range forwarded {
-		p := "/v1/sandboxes/{id}/" + r.rest
-		allowed[p] = append(allowed[p], r.method)
-	}
-	s.egressRoutes(allowed)
 	// One pattern per refused method (not one method-less pattern per path): a method-less
 	// "/…/process/start" would clash with "GET /…/process/{pid}" in the mux.
 	for p, methods := range allowed {
@@ -211,15 +169,59 @@ func (s *Server) routes() {
 			s.handle(m+" "+p, h)
 		}
 	}
-	s.handle("PUT /v1/secrets/{name}", s.auth(s.putSecret))
-	s.handle("GET /v1/secrets", s.auth(s.listSecrets))
-	s.handle("DELETE /v1/secrets/{name}", s.auth(s.deleteSecret))
-	s.handle("GET /v1/sandboxes/{id}/egress/ca.pem", s.auth(s.egressCAPEM))
-	s.handle("GET /v1/images", s.auth(s.listImages))
-	s.handle("POST /v1/images/build", s.auth(s.buildImage))
 	s.handle("/", s.auth(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path), "")
 	}))
+}
+
+// handlers maps the OperationID of each of hutchd's own routes (v1.Routes not Forwarded) to its
+// handler, authentication included.
+func (s *Server) handlers() map[string]http.Handler {
+	return map[string]http.Handler{
+		"health":             http.HandlerFunc(s.health),
+		"getOrCreateSandbox": s.auth(s.createSandbox),
+		"listSandboxes":      s.auth(s.listSandboxes),
+		"getSandbox":         s.auth(s.getSandbox),
+		"destroySandbox":     s.auth(s.destroySandbox),
+		"startSandbox":       s.auth(s.startSandbox),
+		"stopSandbox":        s.auth(s.stopSandbox),
+		"exposePort":         s.auth(s.exposePort),
+		"listPorts":          s.auth(s.listPorts),
+		"unexposePort":       s.auth(s.unexposePort),
+		// Sleep and wake (lifecycle_sleep.go).
+		"updateSandbox": s.auth(s.updateSandbox),
+		"sleepSandbox":  s.auth(s.sleepSandbox),
+		"wakeSandbox":   s.auth(s.wakeSandbox),
+		// Backups (backups.go).
+		"createBackup":  s.auth(s.createBackup),
+		"restoreBackup": s.auth(s.restoreBackup),
+		"listBackups":   s.auth(s.listBackups),
+		"getBackup":     s.auth(s.getBackup),
+		"deleteBackup":  s.auth(s.deleteBackup),
+		// Snapshots and forks (snapshots.go).
+		"createSnapshot":  s.auth(s.createSnapshot),
+		"forkSandbox":     s.auth(s.forkSandbox),
+		"restoreSnapshot": s.auth(s.restoreSnapshot),
+		"listSnapshots":   s.auth(s.listSnapshots),
+		"getSnapshot":     s.auth(s.getSnapshot),
+		"deleteSnapshot":  s.auth(s.deleteSnapshot),
+		// Terminals (terminals.go).
+		"listTerminals": s.auth(s.listTerminals),
+		"terminal":      s.auth(s.connectTerminal),
+		"killTerminal":  s.auth(s.killTerminal),
+		// Egress policy, events and CA (handle_egress.go, handle_egress_ca.go).
+		"getEgressPolicy":   s.auth(s.getEgress),
+		"putEgressPolicy":   s.auth(s.putEgress),
+		"patchEgressPolicy": s.auth(s.patchEgress),
+		"egressEvents":      s.auth(s.egressEvents),
+		"getEgressCA":       s.auth(s.egressCAPEM),
+		// Secrets (handle_secrets.go) and images (images.go).
+		"putSecret":    s.auth(s.putSecret),
+		"listSecrets":  s.auth(s.listSecrets),
+		"deleteSecret": s.auth(s.deleteSecret),
+		"listImages":   s.auth(s.listImages),
+		"buildImage":   s.auth(s.buildImage),
+	}
 }
 
 // SetConsole serves the web console handler h (internal/console) at /console/ and /console,

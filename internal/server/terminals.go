@@ -12,6 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
@@ -37,7 +38,7 @@ func checkTerminalID(tid string) error {
 
 // listTerminals is GET /v1/sandboxes/{id}/terminals → {"terminals":[…]} (the agent's reply).
 func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) {
-	s.forward(route{http.MethodGet, "terminals", "terminal.list", false})(w, r)
+	s.forward(v1.Route{Method: http.MethodGet, Pattern: "/v1/sandboxes/{id}/terminals", Operation: "terminal.list", Forwarded: true})(w, r)
 }
 
 // killTerminal is DELETE /v1/sandboxes/{id}/terminals/{tid}: SIGHUP to the shell's tree, SIGKILL
@@ -48,7 +49,7 @@ func (s *Server) killTerminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "terminal.kill")
 		return
 	}
-	s.forward(route{http.MethodDelete, "terminals/" + tid, "terminal.kill", false})(w, r)
+	s.forward(v1.Route{Method: http.MethodDelete, Pattern: "/v1/sandboxes/{id}/terminals/{tid}", Operation: "terminal.kill", Forwarded: true})(w, r)
 }
 
 // connectTerminal is GET /v1/sandboxes/{id}/terminals/{tid} with a WebSocket upgrade: it wakes
