@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
+	"github.com/hutchdev/hutch/client/internal/sse"
 )
 
 // streamHandler serves execute/stream by sending events, then running end (which may be nil).

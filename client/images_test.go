@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
+	"github.com/hutchdev/hutch/client/internal/sse"
 )
 
 func buildServer(t *testing.T, events ...map[string]any) *http.ServeMux {

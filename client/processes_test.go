@@ -13,7 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
+	"github.com/hutchdev/hutch/client/internal/sse"
 )
 
 // chunk is one write of a fake process to one of its streams.
