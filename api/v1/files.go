@@ -1,6 +1,10 @@
 package v1
 
-import "time"
+import (
+	"time"
+
+	"github.com/hutchdev/hutch/errdefs"
+)
 
 // Files: paths are absolute or relative to the session's cwd, 1–4096 bytes, no NUL. Errors of
 // every file route carry context.path: 400 INVALID_PATH, IS_DIRECTORY, NOT_DIRECTORY,
@@ -55,15 +59,19 @@ type ReadFileResult struct {
 // FileStreamEvent is one SSE frame of read/stream, as the reference system's readFileStream:
 // "metadata" {mimeType, size, isBinary, encoding}, then "chunk" {data} frames of at most
 // 65,535 source bytes (base64 when binary), then "complete" {bytesRead}, or an "error" frame
-// (StreamError's fields).
+// {code, error, timestamp} (StreamError).
 type FileStreamEvent struct {
-	Type      string `json:"type"`
-	MimeType  string `json:"mimeType,omitempty"`
-	Size      int64  `json:"size,omitempty"`
-	IsBinary  bool   `json:"isBinary,omitempty"`
-	Encoding  string `json:"encoding,omitempty"`
-	Data      string `json:"data,omitempty"`
-	BytesRead int64  `json:"bytesRead,omitempty"`
+	Type      string         `json:"type"`
+	MimeType  string         `json:"mimeType,omitempty"`
+	Size      int64          `json:"size,omitempty"`
+	IsBinary  bool           `json:"isBinary,omitempty"`
+	Encoding  string         `json:"encoding,omitempty"`
+	Data      string         `json:"data,omitempty"`
+	BytesRead int64          `json:"bytesRead,omitempty"`
+	Code      errdefs.Code   `json:"code,omitempty"`
+	Error     string         `json:"error,omitempty"`
+	Context   map[string]any `json:"context,omitempty"`
+	Timestamp time.Time      `json:"timestamp,omitzero"`
 }
 
 // ListFilesRequest is the body of POST list-files.

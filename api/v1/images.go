@@ -43,6 +43,8 @@ type ImageBuildEvent struct {
 	Image   *Image       `json:"image,omitempty"`
 	Code    errdefs.Code `json:"code,omitempty"`
 	Error   string       `json:"error,omitempty"`
-	// Context is the error's details, when it has some.
-	Context map[string]any `json:"context,omitempty"`
+	// Context is the error's details, when it has some. hutchd sends none, nor a Timestamp;
+	// both are here because the error frame is the shared StreamError.
+	Context   map[string]any `json:"context,omitempty"`
+	Timestamp time.Time      `json:"timestamp,omitzero"`
 }
