@@ -35,6 +35,13 @@ const (
 	ImageBuildError    = "error"
 )
 
+// ImageBuildProgressEvent is the exact form of a "progress" frame: Message is sent even when
+// the build printed an empty line.
+type ImageBuildProgressEvent struct {
+	Type    string `json:"type"` // "progress"
+	Message string `json:"message"`
+}
+
 // ImageBuildEvent is one SSE frame of images/build: "progress" (Message, one line of build
 // output), then "complete" (Image) or "error" (Code, Error; e.g. IMAGE_BUILD_FAILED).
 type ImageBuildEvent struct {

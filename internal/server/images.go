@@ -29,7 +29,7 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		req.Name = "default"
 	}
 	out := sse.NewWriter(w)
-	lw := lines.NewWriter(func(line string) { _ = out.Send(v1.ImageBuildEvent{Type: v1.ImageBuildProgress, Message: line}) })
+	lw := lines.NewWriter(func(line string) { _ = out.Send(v1.ImageBuildProgressEvent{Type: v1.ImageBuildProgress, Message: line}) })
 	img, err := s.images.Build(r.Context(), req.Name, lw)
 	lw.Flush()
 	if err != nil {
