@@ -6,26 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // Backup is a directory backup: its handle ({ID, Dir}) and record. A handle stays valid across
 // sandboxes (and hosts sharing hutchd's blob store) until it expires or is deleted.
-type Backup struct {
-	// ID is the backup's UUID.
-	ID string `json:"id"`
-	// SandboxID is the sandbox the backup was taken in.
-	SandboxID string `json:"sandboxId"`
-	// Dir is the absolute directory that was backed up (RestoreBackup's default target).
-	Dir  string `json:"dir"`
-	Name string `json:"name,omitempty"`
-	// SizeBytes is the size of the compressed archive (tar + zstd) in bytes.
-	SizeBytes int64     `json:"sizeBytes"`
-	CreatedAt time.Time `json:"createdAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
-	// Warnings are notes about the creation (a gitignore that could not be applied); only set
-	// in CreateBackup's result.
-	Warnings []string `json:"warnings,omitempty"`
-}
+type Backup = v1.Backup
 
 // BackupOptions are the parameters of CreateBackup.
 type BackupOptions struct {
@@ -50,14 +37,7 @@ type BackupOptions struct {
 }
 
 // RestoreResult is what RestoreBackup restored where.
-type RestoreResult struct {
-	ID  string `json:"id"`  // the backup
-	Dir string `json:"dir"` // the directory restored into, symlinks resolved in the sandbox
-	// Mode is how: "mount" or "copy" (see RestoreOptions.Mode).
-	Mode string `json:"mode"`
-	// DurationMs is the server's time for the restore, in milliseconds.
-	DurationMs float64 `json:"durationMs"`
-}
+type RestoreResult = v1.RestoreResult
 
 // RestoreOptions are the parameters of RestoreBackupWith.
 type RestoreOptions struct {
@@ -78,13 +58,7 @@ type RestoreOptions struct {
 // pattern; FILE_NOT_FOUND (ErrNotFound) or NOT_DIRECTORY for dir; SANDBOX_NOT_FOUND;
 // BACKUP_CREATE_FAILED (ErrInternal) when the archive could not be read or stored.
 func (s *Sandbox) CreateBackup(ctx context.Context, opts BackupOptions) (Backup, error) {
-	body := struct {
-		Dir       string   `json:"dir"`
-		Name      string   `json:"name,omitempty"`
-		TTL       *float64 `json:"ttl,omitempty"`
-		Excludes  []string `json:"excludes,omitempty"`
-		Gitignore bool     `json:"gitignore,omitempty"`
-	}{Dir: opts.Dir, Name: opts.Name, Excludes: opts.Excludes, Gitignore: opts.Gitignore}
+	body := v1.BackupRequest{Dir: opts.Dir, Name: opts.Name, Excludes: opts.Excludes, Gitignore: opts.Gitignore}
 	if opts.TTL != 0 {
 		secs := opts.TTL.Seconds()
 		body.TTL = &secs
@@ -112,10 +86,7 @@ func (s *Sandbox) RestoreBackup(ctx context.Context, backupID, dir string) (Rest
 // RestoreBackupWith is RestoreBackup with options. Errors: those of RestoreBackup, and
 // INVALID_BACKUP_CONFIG for an unknown mode or "mount" where the host cannot mount.
 func (s *Sandbox) RestoreBackupWith(ctx context.Context, backupID string, opts RestoreOptions) (RestoreResult, error) {
-	body := struct {
-		Dir  string `json:"dir,omitempty"`
-		Mode string `json:"mode,omitempty"`
-	}{opts.Dir, opts.Mode}
+	body := v1.RestoreBackupRequest{Dir: opts.Dir, Mode: opts.Mode}
 	var r RestoreResult
 	if err := s.do(ctx, http.MethodPost, "/backups/"+url.PathEscape(backupID)+"/restore", body, &r); err != nil {
 		return RestoreResult{}, fmt.Errorf("restore backup %s into sandbox %q: %w", backupID, s.sandboxID, err)
@@ -131,9 +102,7 @@ func (c *Client) ListBackups(ctx context.Context, sandboxID string) ([]Backup, e
 	if sandboxID != "" {
 		q = url.Values{"sandbox": {sandboxID}}
 	}
-	var reply struct {
-		Backups []Backup `json:"backups"`
-	}
+	var reply v1.BackupList
 	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/backups", query: q}, &reply); err != nil {
 		return nil, fmt.Errorf("list backups: %w", err)
 	}

@@ -9,83 +9,46 @@ import (
 	"net/url"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // Code interpreter languages.
 const (
-	LanguagePython     = "python"
-	LanguageJavaScript = "javascript"
-	LanguageTypeScript = "typescript"
+	LanguagePython     = v1.LanguagePython
+	LanguageJavaScript = v1.LanguageJavaScript
+	LanguageTypeScript = v1.LanguageTypeScript
 )
 
 // Code run event types (CodeEvent.Type).
 const (
-	CodeEventStdout   = "stdout"
-	CodeEventStderr   = "stderr"
-	CodeEventResult   = "result"
-	CodeEventError    = "error"
-	CodeEventComplete = "execution_complete"
+	CodeEventStdout   = v1.CodeEventStdout
+	CodeEventStderr   = v1.CodeEventStderr
+	CodeEventResult   = v1.CodeEventResult
+	CodeEventError    = v1.CodeEventError
+	CodeEventComplete = v1.CodeEventComplete
 )
 
 // CodeContextOptions configures CreateCodeContext.
-type CodeContextOptions struct {
-	// Language is "python" (default), "javascript" or "typescript".
-	Language string `json:"language,omitempty"`
-	// Cwd is the interpreter's working directory: absolute, or relative to the sandbox's
-	// workdir (the default). It must exist.
-	Cwd string `json:"cwd,omitempty"`
-	// EnvVars are added to the sandbox environment of the interpreter.
-	EnvVars map[string]string `json:"envVars,omitempty"`
-}
+type CodeContextOptions = v1.CreateCodeContextRequest
 
 // CodeContext is a persistent interpreter in a sandbox: variables, imports and definitions
 // survive between runs.
-type CodeContext struct {
-	ID        string    `json:"id"`
-	Language  string    `json:"language"`
-	Cwd       string    `json:"cwd"` // absolute
-	CreatedAt time.Time `json:"createdAt"`
-}
+type CodeContext = v1.CodeContext
 
 // CodeResult is one rich output of a run (a displayed value, a display() call, a figure), with
 // one field per format it has.
-type CodeResult struct {
-	Text       string `json:"text,omitempty"`       // text/plain
-	HTML       string `json:"html,omitempty"`       // text/html (e.g. a pandas DataFrame)
-	PNG        []byte `json:"png,omitempty"`        // image/png (e.g. a matplotlib figure)
-	JPEG       []byte `json:"jpeg,omitempty"`       // image/jpeg
-	SVG        string `json:"svg,omitempty"`        // image/svg+xml
-	Markdown   string `json:"markdown,omitempty"`   // text/markdown
-	LaTeX      string `json:"latex,omitempty"`      // text/latex
-	JavaScript string `json:"javascript,omitempty"` // application/javascript
-	// JSON is application/json, decoded (dicts and lists in Python, objects in JavaScript).
-	JSON any `json:"json,omitempty"`
-	// ExecutionCount is the run's execution count (streamed results only).
-	ExecutionCount int `json:"executionCount,omitempty"`
-}
+type CodeResult = v1.CodeResult
 
 // CodeError is the exception a run ended with. Name is TimeoutError when RunCodeOptions.Timeout
 // expired (the run was interrupted; a Python context keeps its state), KeyboardInterrupt after
 // InterruptCode in Python, KernelError when the interpreter died (it is restarted and the
 // context's state is lost; Value says so).
-type CodeError struct {
-	Name      string   `json:"name"`
-	Value     string   `json:"value"`
-	Traceback []string `json:"traceback"` // lines, without ANSI escapes
-}
+type CodeError = v1.CodeError
 
 // CodeExecution is the buffered outcome of RunCode.
-type CodeExecution struct {
-	Results []CodeResult `json:"results"`
-	Logs    struct {
-		Stdout []string `json:"stdout"` // chunks in the order printed
-		Stderr []string `json:"stderr"`
-	} `json:"logs"`
-	Error          *CodeError `json:"error"` // nil when the run completed
-	ExecutionCount int        `json:"executionCount"`
-}
+type CodeExecution = v1.CodeExecution
 
 // RunCodeOptions configures RunCode and RunCodeStream.
 type RunCodeOptions struct {
@@ -128,9 +91,7 @@ func (s *Sandbox) CreateCodeContext(ctx context.Context, opts CodeContextOptions
 // ListCodeContexts returns the sandbox's code contexts, oldest first
 // (GET /v1/sandboxes/{id}/contexts).
 func (s *Sandbox) ListCodeContexts(ctx context.Context) ([]CodeContext, error) {
-	var reply struct {
-		Contexts []CodeContext `json:"contexts"`
-	}
+	var reply v1.CodeContextList
 	if err := s.do(ctx, http.MethodGet, "/contexts", nil, &reply); err != nil {
 		return nil, fmt.Errorf("list code contexts of sandbox %q: %w", s.sandboxID, err)
 	}
@@ -157,26 +118,18 @@ func (s *Sandbox) InterruptCode(ctx context.Context, id string) error {
 }
 
 // runRequest returns the path and body of a run.
-func (o *RunCodeOptions) runRequest(code string) (string, map[string]any) {
+func (o *RunCodeOptions) runRequest(code string) (string, v1.RunCodeRequest) {
 	if o == nil {
 		o = &RunCodeOptions{}
 	}
-	body := map[string]any{"code": code}
+	body := v1.RunCodeRequest{Code: code}
 	if o.Timeout > 0 {
-		body["timeout_ms"] = millis(o.Timeout)
+		body.TimeoutMs = millis(o.Timeout)
 	}
 	if o.Context != "" {
 		return "/contexts/" + url.PathEscape(o.Context) + "/run", body
 	}
-	if o.Language != "" {
-		body["language"] = o.Language
-	}
-	if o.Cwd != "" {
-		body["cwd"] = o.Cwd
-	}
-	if len(o.EnvVars) > 0 {
-		body["envVars"] = o.EnvVars
-	}
+	body.Language, body.Cwd, body.EnvVars = o.Language, o.Cwd, o.EnvVars
 	return "/run-code", body
 }
 
@@ -196,14 +149,7 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts *RunCodeOptions
 	return &out, nil
 }
 
-type codeEventWire struct {
-	CodeResult
-	Type      string       `json:"type"`
-	Name      string       `json:"name"`
-	Value     string       `json:"value"`
-	Traceback []string     `json:"traceback"`
-	Code      errdefs.Code `json:"code"`
-}
+type codeEventWire = v1.CodeEvent
 
 // RunCodeStream runs code and streams its events as they happen (SSE). Each range over the
 // iterator runs the code once. The sequence is stdout/stderr/result events, then exactly one

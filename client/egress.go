@@ -11,13 +11,12 @@ import (
 	"net/url"
 	"strconv"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress/audit"
-	"github.com/hutchdev/hutch/internal/egress/policy"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
-// Egress policy types (EGRESS.md §4.1). EgressPolicy is the JSON document of
+// Egress policy types (api/v1's egress.go). EgressPolicy is the JSON document of
 // GET/PUT/PATCH /v1/sandboxes/{id}/egress and of SandboxOptions.Egress:
 //
 //	mode          "allow-all" (default), "allowlist" or "deny-all"
@@ -35,18 +34,18 @@ import (
 // Invalid policies fail with EGRESS_POLICY_INVALID (ErrInvalidArgument) whose context
 // "pointer" is the JSON pointer of the bad field ("/rules/0/hosts/1").
 type (
-	EgressPolicy      = policy.Spec
-	EgressRule        = policy.Rule
-	EgressMatch       = policy.Match
-	EgressPathMatch   = policy.PathMatch
-	EgressInject      = policy.Inject
-	EgressBasicAuth   = policy.BasicAuth
-	EgressPlaceholder = policy.Placeholder
-	EgressDNS         = policy.DNSSpec
+	EgressPolicy      = v1.EgressPolicy
+	EgressRule        = v1.EgressRule
+	EgressMatch       = v1.EgressMatch
+	EgressPathMatch   = v1.EgressPathMatch
+	EgressInject      = v1.EgressInject
+	EgressBasicAuth   = v1.EgressBasicAuth
+	EgressPlaceholder = v1.EgressPlaceholder
+	EgressDNS         = v1.EgressDNS
 	// EgressEvent is one audit record: kind dns, conn, http, violation, policy.updated or
 	// limit, with a per-sandbox increasing Seq. It never holds header values, bodies or secret
 	// values.
-	EgressEvent = audit.Event
+	EgressEvent = v1.EgressEvent
 )
 
 // Egress returns the sandbox's egress policy (GET /v1/sandboxes/{id}/egress); a sandbox
@@ -112,12 +111,7 @@ func (s *Sandbox) EgressEvents(ctx context.Context, since uint64, follow bool) i
 				yield(EgressEvent{}, fmt.Errorf("egress events of %s: %w", s.sandboxID, streamIncomplete(ctx, err)))
 				return
 			}
-			var wire struct {
-				Type    string       `json:"type"`
-				Code    errdefs.Code `json:"code"`
-				Message string       `json:"error"`
-				EgressEvent
-			}
+			var wire v1.EgressEventFrame
 			if err := json.Unmarshal(frame, &wire); err != nil {
 				yield(EgressEvent{}, fmt.Errorf("egress events of %s: %w", s.sandboxID, err))
 				return
@@ -128,7 +122,7 @@ func (s *Sandbox) EgressEvents(ctx context.Context, since uint64, follow bool) i
 					return
 				}
 			case "error":
-				yield(EgressEvent{}, fmt.Errorf("egress events of %s: %w", s.sandboxID, errdefs.New(wire.Code, wire.Message)))
+				yield(EgressEvent{}, fmt.Errorf("egress events of %s: %w", s.sandboxID, errdefs.New(wire.Code, wire.Error)))
 				return
 			}
 		}

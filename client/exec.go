@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 )
 
@@ -88,19 +89,8 @@ type ExecResult struct {
 	Reason string
 }
 
-// execRequest is the body of execute and execute/stream.
-type execRequest struct {
-	Command     string            `json:"command"`
-	SessionID   string            `json:"sessionId,omitempty"`
-	TimeoutMs   int64             `json:"timeoutMs,omitempty"`
-	Env         map[string]string `json:"env,omitempty"`
-	Cwd         string            `json:"cwd,omitempty"`
-	Stdin       *string           `json:"stdin,omitempty"`
-	StdinBase64 *string           `json:"stdinBase64,omitempty"`
-}
-
-func (s *scope) execRequest(command string, opts *ExecOptions) execRequest {
-	r := execRequest{Command: command, SessionID: s.sessionID}
+func (s *scope) execRequest(command string, opts *ExecOptions) v1.ExecRequest {
+	r := v1.ExecRequest{Command: command, SessionID: s.sessionID}
 	if opts == nil {
 		return r
 	}
@@ -120,18 +110,6 @@ func (s *scope) execRequest(command string, opts *ExecOptions) execRequest {
 	return r
 }
 
-type execReply struct {
-	ExitCode  int    `json:"exitCode"`
-	Stdout    string `json:"stdout"`
-	Stderr    string `json:"stderr"`
-	Encoding  string `json:"encoding"`
-	Command   string `json:"command"`
-	Duration  int64  `json:"duration"`
-	SessionID string `json:"sessionId"`
-	Truncated bool   `json:"truncated"`
-	Reason    string `json:"reason"`
-}
-
 // Exec runs command (a bash command line, run with bash -c in the session's cwd and exported
 // environment) and waits for it to end (POST /v1/sandboxes/{id}/execute). A non-zero exit code
 // is not an error: it is in ExecResult.ExitCode.
@@ -140,7 +118,7 @@ type execReply struct {
 // opts.Timeout expires, with the partial output in the error's Context["stdout"] and
 // Context["stderr"] (text, invalid UTF-8 replaced); SANDBOX_NOT_FOUND for an unknown sandbox.
 func (s *scope) Exec(ctx context.Context, command string, opts *ExecOptions) (*ExecResult, error) {
-	var reply execReply
+	var reply v1.ExecResult
 	if err := s.do(ctx, http.MethodPost, "/execute", s.execRequest(command, opts), &reply); err != nil {
 		return nil, fmt.Errorf("exec in %s: %w", s.where(), err)
 	}

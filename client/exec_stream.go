@@ -10,8 +10,9 @@ import (
 	"net/http"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // Exec stream event types (ExecEvent.Type).
@@ -46,21 +47,7 @@ type ExecEvent struct {
 	Timestamp time.Time
 }
 
-type execEventWire struct {
-	Type      string         `json:"type"`
-	Data      string         `json:"data"`
-	Encoding  string         `json:"encoding"`
-	Pid       int            `json:"pid"`
-	Command   string         `json:"command"`
-	SessionID string         `json:"sessionId"`
-	ExitCode  *int           `json:"exitCode"`
-	Duration  int64          `json:"duration"`
-	Reason    string         `json:"reason"`
-	Code      errdefs.Code   `json:"code"`
-	Error     string         `json:"error"`
-	Context   map[string]any `json:"context"`
-	Timestamp time.Time      `json:"timestamp"`
-}
+type execEventWire = v1.ExecEvent
 
 // ExecStream runs command like Exec but streams its events (POST
 // /v1/sandboxes/{id}/execute/stream). Each range over the returned iterator runs the command
@@ -113,7 +100,7 @@ func (s *scope) ExecStream(ctx context.Context, command string, opts *ExecOption
 			ev := ExecEvent{Type: w.Type, Timestamp: w.Timestamp}
 			switch w.Type {
 			case ExecEventStart:
-				ev.Pid, ev.Command, ev.SessionID = w.Pid, w.Command, w.SessionID
+				ev.Pid, ev.Command, ev.SessionID = w.PID, w.Command, w.SessionID
 			case ExecEventStdout, ExecEventStderr:
 				if ev.Data, err = decodeData(w.Data, w.Encoding); err != nil {
 					fail(errdefs.Wrap(errdefs.CodeInternal, err, "decode "+w.Type+" chunk"))

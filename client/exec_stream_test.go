@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // streamHandler serves execute/stream by sending events, then running end (which may be nil).

@@ -7,9 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 	"unicode/utf8"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 )
 
@@ -44,35 +44,21 @@ type FileMeta struct {
 }
 
 // FileType is the kind of a directory entry.
-type FileType string
+type FileType = v1.FileType
 
 // File types.
 const (
-	FileTypeFile      FileType = "file"
-	FileTypeDirectory FileType = "directory"
-	FileTypeSymlink   FileType = "symlink"
-	FileTypeOther     FileType = "other"
+	FileTypeFile      = v1.FileTypeFile
+	FileTypeDirectory = v1.FileTypeDirectory
+	FileTypeSymlink   = v1.FileTypeSymlink
+	FileTypeOther     = v1.FileTypeOther
 )
 
 // FileInfo is one entry of ListFiles.
-type FileInfo struct {
-	Name         string    `json:"name"`
-	AbsolutePath string    `json:"absolutePath"`
-	RelativePath string    `json:"relativePath"` // relative to the listed directory
-	Type         FileType  `json:"type"`
-	Size         int64     `json:"size"` // bytes
-	ModifiedAt   time.Time `json:"modifiedAt"`
-	// Mode is the permission string, e.g. "rwxr-xr-x".
-	Mode        string          `json:"mode"`
-	Permissions FilePermissions `json:"permissions"`
-}
+type FileInfo = v1.FileInfo
 
 // FilePermissions are what the sandbox user may do with a file.
-type FilePermissions struct {
-	Readable   bool `json:"readable"`
-	Writable   bool `json:"writable"`
-	Executable bool `json:"executable"`
-}
+type FilePermissions = v1.FilePermissions
 
 // ListOptions are the parameters of ListFiles. A nil *ListOptions lists one level without
 // hidden files.
@@ -83,24 +69,14 @@ type ListOptions struct {
 	IncludeHidden bool
 }
 
-type writeReply struct {
-	Path string `json:"path"`
-	Size int64  `json:"size"`
-}
-
 // WriteFile writes data to path, creating parent directories (POST /v1/sandboxes/{id}/write).
 // The file is replaced atomically: a failed write never leaves a half file. data travels in a
 // JSON body (base64 when it is not valid UTF-8), so it must stay well under the 48 MiB request
 // limit (REQUEST_TOO_LARGE); use WriteFileFrom for big files.
 func (s *scope) WriteFile(ctx context.Context, path string, data []byte) error {
-	body := struct {
-		Path      string `json:"path"`
-		Content   string `json:"content"`
-		Encoding  string `json:"encoding"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{Path: path, Content: string(data), Encoding: "utf-8", SessionID: s.sessionID}
+	body := v1.WriteFileRequest{Path: path, Content: string(data), Encoding: v1.EncodingUTF8, SessionID: s.sessionID}
 	if !utf8.Valid(data) {
-		body.Content, body.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
+		body.Content, body.Encoding = base64.StdEncoding.EncodeToString(data), v1.EncodingBase64
 	}
 	if err := s.do(ctx, http.MethodPost, "/write", body, nil); err != nil {
 		return fmt.Errorf("write %s in %s: %w", path, s.where(), err)
@@ -126,7 +102,7 @@ func (s *scope) WriteFileFrom(ctx context.Context, path string, r io.Reader) (in
 		return 0, fmt.Errorf("write %s in %s: %w", path, s.where(), err)
 	}
 	defer resp.Body.Close()
-	var reply writeReply
+	var reply v1.WriteFileResult
 	if err := decodeJSON(resp.Body, &reply); err != nil {
 		return 0, fmt.Errorf("write %s in %s: %w", path, s.where(), err)
 	}
@@ -144,18 +120,8 @@ func (s *scope) fileQuery(path string) url.Values {
 // ReadFile reads the whole file at path (POST /v1/sandboxes/{id}/read). Files over 32 MiB
 // fail with FILE_TOO_LARGE (ErrResourceExhausted): use OpenFile for those.
 func (s *scope) ReadFile(ctx context.Context, path string) (*FileContent, error) {
-	body := struct {
-		Path      string `json:"path"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{path, s.sessionID}
-	var reply struct {
-		Path     string `json:"path"`
-		Content  string `json:"content"`
-		Encoding string `json:"encoding"`
-		IsBinary bool   `json:"isBinary"`
-		MimeType string `json:"mimeType"`
-		Size     int64  `json:"size"`
-	}
+	body := v1.ReadFileRequest{Path: path, SessionID: s.sessionID}
+	var reply v1.ReadFileResult
 	if err := s.do(ctx, http.MethodPost, "/read", body, &reply); err != nil {
 		return nil, fmt.Errorf("read %s in %s: %w", path, s.where(), err)
 	}
@@ -200,21 +166,11 @@ func (s *scope) OpenFile(ctx context.Context, path string) (io.ReadCloser, *File
 // ListFiles lists the directory at path (POST /v1/sandboxes/{id}/list-files). opts may be nil.
 // A path that is not a directory → NOT_DIRECTORY.
 func (s *scope) ListFiles(ctx context.Context, path string, opts *ListOptions) ([]FileInfo, error) {
-	type listOpts struct {
-		Recursive     bool `json:"recursive"`
-		IncludeHidden bool `json:"includeHidden"`
-	}
-	body := struct {
-		Path      string   `json:"path"`
-		Options   listOpts `json:"options"`
-		SessionID string   `json:"sessionId,omitempty"`
-	}{Path: path, SessionID: s.sessionID}
+	body := v1.ListFilesRequest{Path: path, SessionID: s.sessionID}
 	if opts != nil {
-		body.Options = listOpts{opts.Recursive, opts.IncludeHidden}
+		body.Options = v1.ListFilesOptions{Recursive: opts.Recursive, IncludeHidden: opts.IncludeHidden}
 	}
-	var reply struct {
-		Files []FileInfo `json:"files"`
-	}
+	var reply v1.ListFilesResult
 	if err := s.do(ctx, http.MethodPost, "/list-files", body, &reply); err != nil {
 		return nil, fmt.Errorf("list %s in %s: %w", path, s.where(), err)
 	}
@@ -225,11 +181,7 @@ func (s *scope) ListFiles(ctx context.Context, path string, opts *ListOptions) (
 // are created too and an existing directory is not an error. Without recursive, an existing
 // path → FILE_EXISTS (ErrAlreadyExists).
 func (s *scope) Mkdir(ctx context.Context, path string, recursive bool) error {
-	body := struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{path, recursive, s.sessionID}
+	body := v1.MkdirRequest{Path: path, Recursive: recursive, SessionID: s.sessionID}
 	if err := s.do(ctx, http.MethodPost, "/mkdir", body, nil); err != nil {
 		return fmt.Errorf("mkdir %s in %s: %w", path, s.where(), err)
 	}
@@ -240,11 +192,7 @@ func (s *scope) Mkdir(ctx context.Context, path string, recursive bool) error {
 // recursive it also deletes a directory and its contents. A directory without recursive →
 // IS_DIRECTORY.
 func (s *scope) DeleteFile(ctx context.Context, path string, recursive bool) error {
-	body := struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{path, recursive, s.sessionID}
+	body := v1.DeleteFileRequest{Path: path, Recursive: recursive, SessionID: s.sessionID}
 	if err := s.do(ctx, http.MethodPost, "/delete", body, nil); err != nil {
 		return fmt.Errorf("delete %s in %s: %w", path, s.where(), err)
 	}
@@ -253,11 +201,7 @@ func (s *scope) DeleteFile(ctx context.Context, path string, recursive bool) err
 
 // RenameFile renames oldPath to newPath (POST /v1/sandboxes/{id}/rename).
 func (s *scope) RenameFile(ctx context.Context, oldPath, newPath string) error {
-	body := struct {
-		OldPath   string `json:"oldPath"`
-		NewPath   string `json:"newPath"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{oldPath, newPath, s.sessionID}
+	body := v1.RenameFileRequest{OldPath: oldPath, NewPath: newPath, SessionID: s.sessionID}
 	if err := s.do(ctx, http.MethodPost, "/rename", body, nil); err != nil {
 		return fmt.Errorf("rename %s to %s in %s: %w", oldPath, newPath, s.where(), err)
 	}
@@ -267,11 +211,7 @@ func (s *scope) RenameFile(ctx context.Context, oldPath, newPath string) error {
 // MoveFile moves sourcePath to destinationPath (POST /v1/sandboxes/{id}/move). Like mv, moving
 // onto an existing directory puts the source inside it.
 func (s *scope) MoveFile(ctx context.Context, sourcePath, destinationPath string) error {
-	body := struct {
-		SourcePath      string `json:"sourcePath"`
-		DestinationPath string `json:"destinationPath"`
-		SessionID       string `json:"sessionId,omitempty"`
-	}{sourcePath, destinationPath, s.sessionID}
+	body := v1.MoveFileRequest{SourcePath: sourcePath, DestinationPath: destinationPath, SessionID: s.sessionID}
 	if err := s.do(ctx, http.MethodPost, "/move", body, nil); err != nil {
 		return fmt.Errorf("move %s to %s in %s: %w", sourcePath, destinationPath, s.where(), err)
 	}
@@ -280,13 +220,8 @@ func (s *scope) MoveFile(ctx context.Context, sourcePath, destinationPath string
 
 // Exists reports whether path exists (POST /v1/sandboxes/{id}/exists).
 func (s *scope) Exists(ctx context.Context, path string) (bool, error) {
-	body := struct {
-		Path      string `json:"path"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{path, s.sessionID}
-	var reply struct {
-		Exists bool `json:"exists"`
-	}
+	body := v1.ExistsRequest{Path: path, SessionID: s.sessionID}
+	var reply v1.ExistsResult
 	if err := s.do(ctx, http.MethodPost, "/exists", body, &reply); err != nil {
 		return false, fmt.Errorf("exists %s in %s: %w", path, s.where(), err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // GitCheckoutOptions are the optional parameters of GitCheckout. A nil *GitCheckoutOptions
@@ -23,11 +25,7 @@ type GitCheckoutOptions struct {
 }
 
 // GitCheckoutResult is the outcome of a clone.
-type GitCheckoutResult struct {
-	RepoURL   string `json:"repoUrl"`
-	Branch    string `json:"branch"`    // the branch checked out
-	TargetDir string `json:"targetDir"` // absolute path of the clone
-}
+type GitCheckoutResult = v1.GitCheckoutResult
 
 // GitCheckout clones repoURL into the sandbox (POST /v1/sandboxes/{id}/git/checkout) with
 // git clone [--branch B] [--depth N] -- URL DIR. Allowed URL schemes: http, https, git, ssh,
@@ -38,14 +36,7 @@ type GitCheckoutResult struct {
 // GIT_NETWORK_ERROR (ErrUnavailable; also on timeout), GIT_TARGET_EXISTS (ErrAlreadyExists),
 // GIT_CLONE_FAILED; the error's Context["stderr"] holds git's message, credentials redacted.
 func (s *scope) GitCheckout(ctx context.Context, repoURL string, opts *GitCheckoutOptions) (*GitCheckoutResult, error) {
-	body := struct {
-		RepoURL   string `json:"repoUrl"`
-		Branch    string `json:"branch,omitempty"`
-		TargetDir string `json:"targetDir,omitempty"`
-		Depth     int    `json:"depth,omitempty"`
-		TimeoutMs int64  `json:"timeoutMs,omitempty"`
-		SessionID string `json:"sessionId,omitempty"`
-	}{RepoURL: repoURL, SessionID: s.sessionID}
+	body := v1.GitCheckoutRequest{RepoURL: repoURL, SessionID: s.sessionID}
 	if opts != nil {
 		body.Branch, body.TargetDir, body.Depth = opts.Branch, opts.TargetDir, opts.Depth
 		body.TimeoutMs = millis(opts.Timeout)

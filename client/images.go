@@ -5,21 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
-// ImageInfo describes a base image.
-type ImageInfo struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Packages are the Debian packages installed on top of the minimal base.
-	Packages  []string  `json:"packages"`
-	CreatedAt time.Time `json:"createdAt"`
-	SizeBytes int64     `json:"sizeBytes"`
-}
+// ImageInfo is a base image (v1.Image).
+type ImageInfo = v1.Image
 
 // ListImages returns the images hutchd has built (GET /v1/images).
 func (c *Client) ListImages(ctx context.Context) ([]ImageInfo, error) {
@@ -32,15 +25,6 @@ func (c *Client) ListImages(ctx context.Context) ([]ImageInfo, error) {
 	return reply.Images, nil
 }
 
-type buildEventWire struct {
-	Type    string         `json:"type"`
-	Message string         `json:"message"`
-	Image   *ImageInfo     `json:"image"`
-	Code    errdefs.Code   `json:"code"`
-	Error   string         `json:"error"`
-	Context map[string]any `json:"context"`
-}
-
 // BuildImage builds the image name (empty means "default") and returns it
 // (POST /v1/images/build, an event stream). progress, if not nil, is called with each progress
 // line as it arrives (without a trailing newline), from the calling goroutine. An image that
@@ -49,9 +33,7 @@ type buildEventWire struct {
 // Errors: the build's own failure (IMAGE_BUILD_FAILED, or the code of the "error" event);
 // STREAM_INCOMPLETE (ErrUnavailable) when the stream ends before its complete or error event.
 func (c *Client) BuildImage(ctx context.Context, name string, progress func(line string)) (*ImageInfo, error) {
-	body := struct {
-		Name string `json:"name,omitempty"`
-	}{name}
+	body := v1.BuildImageRequest{Name: name}
 	shown := name
 	if shown == "" {
 		shown = "default"
@@ -69,7 +51,7 @@ func (c *Client) BuildImage(ctx context.Context, name string, progress func(line
 		if err != nil {
 			return nil, fmt.Errorf("build image %q: %w", shown, streamIncomplete(ctx, err))
 		}
-		var ev buildEventWire
+		var ev v1.ImageBuildEvent
 		if err := json.Unmarshal(frame, &ev); err != nil {
 			return nil, fmt.Errorf("build image %q: %w", shown, errdefs.Wrap(errdefs.CodeInternal, err, "decode build event"))
 		}

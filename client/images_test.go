@@ -6,8 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 func buildServer(t *testing.T, events ...map[string]any) *http.ServeMux {

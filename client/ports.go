@@ -5,24 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // ExposedPort is a sandbox port reachable from outside through its preview URL.
-type ExposedPort struct {
-	// Port is the port inside the sandbox (1024–65535).
-	Port int `json:"port"`
-	// Name is the optional label given at ExposePort.
-	Name string `json:"name,omitempty"`
-	// URL is the preview URL, {scheme}://{port}-{sandbox}-{token}.{domain}[:{port}]/; requests
-	// to it are proxied to the port in the sandbox (starting the sandbox if it is stopped).
-	URL string `json:"url"`
-	// Token is the secret part of the URL's host: 1–16 characters of [a-z0-9_].
-	Token string `json:"token"`
-	// ExposedAt is when the port was first exposed; zero in ExposePort's result when the server
-	// does not send it.
-	ExposedAt time.Time `json:"exposedAt,omitzero"`
-}
+type ExposedPort = v1.ExposedPort
 
 // ExposeOptions are the optional parameters of ExposePort. The zero value means no name and
 // a random token.
@@ -44,11 +32,7 @@ type ExposeOptions struct {
 // PORT_TOKEN_IN_USE (ErrConflict) when another port of the sandbox uses opts.Token;
 // SANDBOX_NOT_FOUND (ErrNotFound).
 func (s *Sandbox) ExposePort(ctx context.Context, port int, opts ExposeOptions) (ExposedPort, error) {
-	body := struct {
-		Port  int    `json:"port"`
-		Name  string `json:"name,omitempty"`
-		Token string `json:"token,omitempty"`
-	}{port, opts.Name, opts.Token}
+	body := v1.ExposePortRequest{Port: port, Name: opts.Name, Token: opts.Token}
 	var reply ExposedPort
 	if err := s.do(ctx, http.MethodPost, "/ports", body, &reply); err != nil {
 		return ExposedPort{}, fmt.Errorf("expose port %d of sandbox %q: %w", port, s.sandboxID, err)
@@ -69,9 +53,7 @@ func (s *Sandbox) UnexposePort(ctx context.Context, port int) error {
 // ExposedPorts returns the sandbox's exposed ports (GET /v1/sandboxes/{id}/ports).
 // Errors: SANDBOX_NOT_FOUND.
 func (s *Sandbox) ExposedPorts(ctx context.Context) ([]ExposedPort, error) {
-	var reply struct {
-		Ports []ExposedPort `json:"ports"`
-	}
+	var reply v1.PortList
 	if err := s.do(ctx, http.MethodGet, "/ports", nil, &reply); err != nil {
 		return nil, fmt.Errorf("list exposed ports of sandbox %q: %w", s.sandboxID, err)
 	}

@@ -12,8 +12,9 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // Process log stream event types (LogEvent.Type).
@@ -57,24 +58,7 @@ type LogEvent struct {
 	Timestamp time.Time
 }
 
-type logEventWire struct {
-	Type      string         `json:"type"`
-	ProcessID string         `json:"processId"`
-	Stream    string         `json:"stream"`
-	Data      string         `json:"data"`
-	Encoding  string         `json:"encoding"`
-	Offset    int64          `json:"offset"`
-	From      int64          `json:"from"`
-	To        int64          `json:"to"`
-	PID       int            `json:"pid"`
-	Command   string         `json:"command"`
-	ExitCode  *int           `json:"exitCode"`
-	Status    ProcessStatus  `json:"status"`
-	Timestamp time.Time      `json:"timestamp"`
-	Code      errdefs.Code   `json:"code"`
-	Error     string         `json:"error"`
-	Context   map[string]any `json:"context"`
-}
+type logEventWire = v1.ProcessEvent
 
 // streamReconnects is how many reconnections in a row StreamLogs tries without receiving any
 // output before it gives up, and streamBackoff the wait before the first of them (doubled for

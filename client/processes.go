@@ -10,55 +10,28 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 )
 
 // ProcessStatus is the state of a background process.
-type ProcessStatus string
+type ProcessStatus = v1.ProcessStatus
 
 // Process states. A process is "starting" or "running" until it ends; then exit code 0 gives
 // "completed", 137 or 143 (SIGKILL, SIGTERM) give "killed", any other exit code gives
 // "failed", and a process that could not start or whose agent died gives "error".
+// ProcessStatus.Done reports a final state.
 const (
-	ProcessStarting  ProcessStatus = "starting"
-	ProcessRunning   ProcessStatus = "running"
-	ProcessCompleted ProcessStatus = "completed"
-	ProcessFailed    ProcessStatus = "failed"
-	ProcessKilled    ProcessStatus = "killed"
-	ProcessError     ProcessStatus = "error"
+	ProcessStarting  = v1.ProcessStarting
+	ProcessRunning   = v1.ProcessRunning
+	ProcessCompleted = v1.ProcessCompleted
+	ProcessFailed    = v1.ProcessFailed
+	ProcessKilled    = v1.ProcessKilled
+	ProcessError     = v1.ProcessError
 )
 
-// Done reports whether s is a final state (completed, failed, killed or error).
-func (s ProcessStatus) Done() bool {
-	switch s {
-	case ProcessCompleted, ProcessFailed, ProcessKilled, ProcessError:
-		return true
-	}
-	return false
-}
-
 // ProcessInfo is the agent's record of a background process.
-type ProcessInfo struct {
-	// ID is the process ID: 1–128 characters of [A-Za-z0-9_.-], by default
-	// "proc_<unix ms>_<6 random [a-z0-9]>".
-	ID string `json:"id"`
-	// PID is the pid of the process in the sandbox; 0 if it never started.
-	PID     int           `json:"pid"`
-	Command string        `json:"command"`
-	Status  ProcessStatus `json:"status"`
-	// StartTime is when the process started; EndTime is the zero time while it runs.
-	StartTime time.Time `json:"startTime"`
-	EndTime   time.Time `json:"endTime,omitzero"`
-	// ExitCode is nil while the process runs; 128+N for death by signal N.
-	ExitCode  *int   `json:"exitCode,omitempty"`
-	SessionID string `json:"sessionId"`
-	Cwd       string `json:"cwd"`
-	// Error explains status "error" (e.g. "agent restarted while the process ran").
-	Error string `json:"error,omitempty"`
-	// Reason says why a killed process died, when the sandbox knows: "oom-killed", or on gVisor
-	// "process-limit" or "cpu-starved" (as ExecResult.Reason).
-	Reason string `json:"reason,omitempty"`
-}
+type ProcessInfo = v1.Process
 
 // ProcessOptions are the optional parameters of StartProcess. The zero value means all
 // defaults.
@@ -81,12 +54,6 @@ type ProcessOptions struct {
 	LogBufferBytes int
 }
 
-// processReply is the body of process/start, process/{id} and process/{id} DELETE.
-type processReply struct {
-	Process ProcessInfo `json:"process"`
-	Killed  bool        `json:"killed"`
-}
-
 // StartProcess starts command (a bash command line, run with bash -c, stdin /dev/null, in its
 // own process group) as a background process and returns a handle on it as soon as it has
 // started (POST /v1/sandboxes/{id}/process/start). Its output is held by the agent: read it
@@ -97,20 +64,9 @@ type processReply struct {
 // opts.LogBufferBytes; PROCESS_ALREADY_EXISTS (ErrAlreadyExists) for an ID in use;
 // SANDBOX_NOT_FOUND for an unknown sandbox.
 func (s *scope) StartProcess(ctx context.Context, command string, opts ProcessOptions) (*Process, error) {
-	body := struct {
-		Command        string            `json:"command"`
-		ProcessID      string            `json:"processId,omitempty"`
-		SessionID      string            `json:"sessionId,omitempty"`
-		Env            map[string]string `json:"env,omitempty"`
-		Cwd            string            `json:"cwd,omitempty"`
-		LogBufferBytes int               `json:"logBufferBytes,omitempty"`
-	}{command, opts.ID, s.session(opts.SessionID), opts.Env, opts.Cwd, opts.LogBufferBytes}
-	var reply struct {
-		processReply
-		ProcessID string `json:"processId"`
-		PID       int    `json:"pid"`
-		Command   string `json:"command"`
-	}
+	body := v1.StartProcessRequest{Command: command, ProcessID: opts.ID, SessionID: s.session(opts.SessionID),
+		Env: opts.Env, Cwd: opts.Cwd, LogBufferBytes: opts.LogBufferBytes}
+	var reply v1.StartProcessResult
 	if err := s.do(ctx, http.MethodPost, "/process/start", body, &reply); err != nil {
 		return nil, fmt.Errorf("start process in %s: %w", s.where(), err)
 	}
@@ -264,7 +220,7 @@ func (p *Process) call(ctx context.Context, r request, out any) error {
 // Refresh fetches the process's record, caches it and returns it
 // (GET /v1/sandboxes/{id}/process/{pid}). Unknown → PROCESS_NOT_FOUND (ErrNotFound).
 func (p *Process) Refresh(ctx context.Context) (ProcessInfo, error) {
-	var reply processReply
+	var reply v1.ProcessReply
 	if err := p.call(ctx, request{method: http.MethodGet, path: p.path("")}, &reply); err != nil {
 		return ProcessInfo{}, fmt.Errorf("get %s: %w", p.where(), err)
 	}
@@ -283,7 +239,7 @@ func (p *Process) Kill(ctx context.Context, grace time.Duration) (ProcessInfo, e
 	if grace >= 0 {
 		q = url.Values{"graceMs": {strconv.FormatInt(millis(grace), 10)}}
 	}
-	var reply processReply
+	var reply v1.KillProcessResult
 	if err := p.call(ctx, request{method: http.MethodDelete, path: p.path(""), query: q}, &reply); err != nil {
 		return ProcessInfo{}, fmt.Errorf("kill %s: %w", p.where(), err)
 	}
@@ -318,20 +274,7 @@ func (l ProcessLogs) Next() LogOffsets {
 // Logs returns the output the agent holds for the process
 // (GET /v1/sandboxes/{id}/process/{pid}/logs). Unknown → PROCESS_NOT_FOUND.
 func (p *Process) Logs(ctx context.Context) (ProcessLogs, error) {
-	var reply struct {
-		ProcessID     string        `json:"processId"`
-		Stdout        string        `json:"stdout"`
-		Stderr        string        `json:"stderr"`
-		Encoding      string        `json:"encoding"`
-		StdoutOffset  int64         `json:"stdoutOffset"`
-		StdoutEnd     int64         `json:"stdoutEnd"`
-		StdoutDropped int64         `json:"stdoutDropped"`
-		StderrOffset  int64         `json:"stderrOffset"`
-		StderrEnd     int64         `json:"stderrEnd"`
-		StderrDropped int64         `json:"stderrDropped"`
-		Status        ProcessStatus `json:"status"`
-		ExitCode      *int          `json:"exitCode"`
-	}
+	var reply v1.ProcessLogs
 	if err := p.call(ctx, request{method: http.MethodGet, path: p.path("/logs")}, &reply); err != nil {
 		return ProcessLogs{}, fmt.Errorf("logs of %s: %w", p.where(), err)
 	}
@@ -379,7 +322,7 @@ func (p *Process) WaitForLog(ctx context.Context, pattern string, timeout time.D
 		e := errdefs.Wrap(errdefs.CodeInvalidPattern, err, "invalid pattern").With("pattern", pattern)
 		return LogMatch{}, fmt.Errorf("wait for log of %s: %w", p.where(), e)
 	}
-	return p.waitLog(ctx, waitLogRequest{Pattern: pattern, TimeoutMs: millis(timeout)})
+	return p.waitLog(ctx, v1.WaitLogRequest{Pattern: pattern, TimeoutMs: millis(timeout)})
 }
 
 // WaitForLogText is WaitForLog for a literal substring text instead of a pattern. An empty
@@ -389,22 +332,11 @@ func (p *Process) WaitForLogText(ctx context.Context, text string, timeout time.
 		e := errdefs.New(errdefs.CodeInvalidArgument, "wait-log text is empty")
 		return LogMatch{}, fmt.Errorf("wait for log of %s: %w", p.where(), e)
 	}
-	return p.waitLog(ctx, waitLogRequest{Text: text, TimeoutMs: millis(timeout)})
+	return p.waitLog(ctx, v1.WaitLogRequest{Text: text, TimeoutMs: millis(timeout)})
 }
 
-type waitLogRequest struct {
-	Pattern   string `json:"pattern,omitempty"`
-	Text      string `json:"text,omitempty"`
-	TimeoutMs int64  `json:"timeoutMs,omitempty"`
-}
-
-func (p *Process) waitLog(ctx context.Context, body waitLogRequest) (LogMatch, error) {
-	var reply struct {
-		Line   string            `json:"line"`
-		Match  []string          `json:"match"`
-		Groups map[string]string `json:"groups"`
-		Stream string            `json:"stream"`
-	}
+func (p *Process) waitLog(ctx context.Context, body v1.WaitLogRequest) (LogMatch, error) {
+	var reply v1.WaitLogResult
 	if err := p.call(ctx, request{method: http.MethodPost, path: p.path("/wait-log"), json: body}, &reply); err != nil {
 		return LogMatch{}, fmt.Errorf("wait for log of %s: %w", p.where(), err)
 	}
@@ -450,20 +382,9 @@ type PortReady struct {
 // PROCESS_EXITED_BEFORE_READY (ErrFailedPrecondition, context {exitCode, status, processId})
 // when the process ends first; PROCESS_NOT_FOUND.
 func (p *Process) WaitForPort(ctx context.Context, port int, opts PortWaitOptions) (PortReady, error) {
-	type statusRange struct {
-		Min int `json:"min"`
-		Max int `json:"max"`
-	}
-	body := struct {
-		Port       int          `json:"port"`
-		Mode       string       `json:"mode,omitempty"`
-		Path       string       `json:"path,omitempty"`
-		Status     *statusRange `json:"status,omitempty"`
-		IntervalMs int64        `json:"intervalMs,omitempty"`
-		TimeoutMs  int64        `json:"timeoutMs,omitempty"`
-	}{Port: port, Mode: opts.Mode, Path: opts.Path, IntervalMs: millis(opts.Interval), TimeoutMs: millis(opts.Timeout)}
+	body := v1.WaitPortRequest{Port: port, Mode: opts.Mode, Path: opts.Path, IntervalMs: millis(opts.Interval), TimeoutMs: millis(opts.Timeout)}
 	if opts.StatusMin != 0 || opts.StatusMax != 0 {
-		r := statusRange{Min: opts.StatusMin, Max: opts.StatusMax}
+		r := v1.StatusRange{Min: opts.StatusMin, Max: opts.StatusMax}
 		if r.Min == 0 {
 			r.Min = 200
 		}
@@ -472,10 +393,7 @@ func (p *Process) WaitForPort(ctx context.Context, port int, opts PortWaitOption
 		}
 		body.Status = &r
 	}
-	var reply struct {
-		Port       int `json:"port"`
-		StatusCode int `json:"statusCode"`
-	}
+	var reply v1.WaitPortResult
 	if err := p.call(ctx, request{method: http.MethodPost, path: p.path("/wait-port"), json: body}, &reply); err != nil {
 		return PortReady{}, fmt.Errorf("wait for port %d of %s: %w", port, p.where(), err)
 	}
@@ -498,20 +416,18 @@ type ExitInfo struct {
 // already ended. timeout (rounded up to whole milliseconds) bounds the wait; 0 means no limit.
 // Errors: PROCESS_READY_TIMEOUT (ErrDeadlineExceeded) when timeout expires; PROCESS_NOT_FOUND.
 func (p *Process) WaitForExit(ctx context.Context, timeout time.Duration) (ExitInfo, error) {
-	body := struct {
-		TimeoutMs int64 `json:"timeoutMs,omitempty"`
-	}{millis(timeout)}
-	var reply struct {
-		ProcessID string        `json:"processId"`
-		ExitCode  int           `json:"exitCode"`
-		Status    ProcessStatus `json:"status"`
-	}
+	body := v1.WaitExitRequest{TimeoutMs: millis(timeout)}
+	var reply v1.WaitExitResult
 	if err := p.call(ctx, request{method: http.MethodPost, path: p.path("/wait-exit"), json: body}, &reply); err != nil {
 		return ExitInfo{}, fmt.Errorf("wait for exit of %s: %w", p.where(), err)
 	}
 	if reply.ProcessID == "" {
 		reply.ProcessID = p.id
 	}
-	p.setExit(reply.Status, reply.ExitCode)
-	return ExitInfo{ProcessID: reply.ProcessID, ExitCode: reply.ExitCode, Status: reply.Status}, nil
+	code := 0
+	if reply.ExitCode != nil {
+		code = *reply.ExitCode
+	}
+	p.setExit(reply.Status, code)
+	return ExitInfo{ProcessID: reply.ProcessID, ExitCode: code, Status: reply.Status}, nil
 }

@@ -5,68 +5,29 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
-// SandboxStatus is the lifecycle state of a sandbox.
-type SandboxStatus string
+// SandboxStatus is the lifecycle state of a sandbox (v1.SandboxStatus).
+type SandboxStatus = v1.SandboxStatus
 
 // Sandbox states. starting and stopping are transitions (waking or starting; going to sleep or
 // stopping); sleeping is a sandbox put to sleep when idle or by Sleep, which any operation
 // wakes; stopped is an explicit Stop.
 const (
-	StatusCreating SandboxStatus = "creating"
-	StatusStarting SandboxStatus = "starting"
-	StatusRunning  SandboxStatus = "running"
-	StatusStopping SandboxStatus = "stopping"
-	StatusSleeping SandboxStatus = "sleeping"
-	StatusStopped  SandboxStatus = "stopped"
-	StatusError    SandboxStatus = "error"
+	StatusCreating = v1.StatusCreating
+	StatusStarting = v1.StatusStarting
+	StatusRunning  = v1.StatusRunning
+	StatusStopping = v1.StatusStopping
+	StatusSleeping = v1.StatusSleeping
+	StatusStopped  = v1.StatusStopped
+	StatusError    = v1.StatusError
 )
 
-// SandboxInfo is hutchd's record of a sandbox.
-type SandboxInfo struct {
-	// ID is the sandbox ID (1–63 characters of [a-z0-9-], no hyphen at either end).
-	ID     string        `json:"id"`
-	Status SandboxStatus `json:"status"`
-	// Image is the name of the base image, e.g. "default".
-	Image string `json:"image"`
-	// ImageID is the content-addressed ID of the image the sandbox runs on.
-	ImageID string `json:"imageId,omitempty"`
-	// InstanceType is one of lite, basic, standard-1 … standard-4.
-	InstanceType string            `json:"instanceType"`
-	EnvVars      map[string]string `json:"envVars,omitempty"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	// StartedAt is the zero time when the sandbox has never run.
-	StartedAt time.Time `json:"startedAt,omitzero"`
-	// Address is the sandbox's IP address on its host link, when it is running; may be empty.
-	Address string `json:"address,omitempty"`
-	// LastActivityAt is the last activity on the running sandbox (API operation, preview
-	// request, end of a stream); the zero time when it is not running.
-	LastActivityAt time.Time `json:"lastActivityAt,omitzero"`
-	// SleepAfter is the idle time before the sandbox sleeps, as a Go duration ("10m", "30s").
-	SleepAfter string `json:"sleepAfter,omitempty"`
-	// KeepAlive: the sandbox never sleeps when idle.
-	KeepAlive bool `json:"keepAlive"`
-	// LastError is the reason of the error status.
-	LastError string `json:"lastError,omitempty"`
-	// Snapshot is the snapshot the sandbox's disk was created or restored from; Layers are
-	// its snapshot layers, newest first (see snapshots.go).
-	Snapshot string   `json:"snapshot,omitempty"`
-	Layers   []string `json:"layers,omitempty"`
-	// SnapshotOnSleep: every sleep (idle or asked) snapshots the sandbox. LastSnapshot is the
-	// ID of the last such snapshot (usable as SandboxOptions.Snapshot, also on another host
-	// sharing the blob store); LastSnapshotError is why the last attempt failed, "" once one
-	// succeeds (a failed snapshot does not keep the sandbox from sleeping).
-	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
-	LastSnapshot      string `json:"lastSnapshot,omitempty"`
-	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
-	// Runtime is the isolation runtime the sandbox runs on: "runc" or "gvisor".
-	Runtime string `json:"runtime,omitempty"`
-	// SleepMode, on a sleeping sandbox, is what its sleep kept ("disk": its files; "memory": a
-	// checkpoint of its processes); SleepNote says why a sleep kept only the disk.
-	SleepMode string `json:"sleepMode,omitempty"`
-	SleepNote string `json:"sleepNote,omitempty"`
-}
+// SandboxInfo is hutchd's record of a sandbox (v1.Sandbox). StartedAt and LastActivityAt are
+// the zero time when absent.
+type SandboxInfo = v1.Sandbox
 
 // SandboxOptions are the creation options of Client.Sandbox. They apply only when the call
 // creates the sandbox; for an existing sandbox they are ignored.
@@ -121,23 +82,6 @@ func (s *Sandbox) ID() string { return s.sandboxID }
 // when it already existed, and for handles from Client.SandboxHandle).
 func (s *Sandbox) Created() bool { return s.created }
 
-type createSandboxRequest struct {
-	ID           string            `json:"id"`
-	Image        string            `json:"image,omitempty"`
-	InstanceType string            `json:"instanceType,omitempty"`
-	EnvVars      map[string]string `json:"envVars,omitempty"`
-	SleepAfter   string            `json:"sleepAfter,omitempty"`
-	KeepAlive    bool              `json:"keepAlive,omitempty"`
-	Snapshot     string            `json:"snapshot,omitempty"`
-	// SnapshotOnSleep: see SandboxOptions.
-	SnapshotOnSleep bool `json:"snapshotOnSleep,omitempty"`
-	// Egress: see SandboxOptions.
-	Egress *EgressPolicy `json:"egress,omitempty"`
-
-	// Runtime: see SandboxOptions.
-	Runtime string `json:"runtime,omitempty"`
-}
-
 // Sandbox gets or creates the sandbox id (POST /v1/sandboxes) and returns a handle on it. The
 // sandbox is running when Sandbox returns. opts may be nil and applies only at creation.
 // Concurrent calls for one new id create exactly one sandbox.
@@ -149,11 +93,12 @@ func (c *Client) Sandbox(ctx context.Context, id string, opts *SandboxOptions) (
 	if err := checkID(id); err != nil {
 		return nil, fmt.Errorf("get sandbox: %w", err)
 	}
-	req := createSandboxRequest{ID: id}
+	req := v1.CreateSandboxRequest{ID: id}
 	if opts != nil {
 		req.Image, req.InstanceType, req.EnvVars = opts.Image, opts.InstanceType, opts.EnvVars
 		if opts.SleepAfter != 0 || opts.SleepAfterSet {
-			req.SleepAfter = opts.SleepAfter.String()
+			sa := v1.SleepAfter(opts.SleepAfter.String())
+			req.SleepAfter = &sa
 		}
 		req.KeepAlive = opts.KeepAlive
 		req.Snapshot = opts.Snapshot
@@ -192,9 +137,7 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (*SandboxInfo, error
 
 // ListSandboxes returns every sandbox of hutchd (GET /v1/sandboxes), in the server's order.
 func (c *Client) ListSandboxes(ctx context.Context) ([]SandboxInfo, error) {
-	var reply struct {
-		Sandboxes []SandboxInfo `json:"sandboxes"`
-	}
+	var reply v1.SandboxList
 	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/sandboxes"}, &reply); err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
@@ -244,10 +187,7 @@ func (s *Sandbox) lifecycle(ctx context.Context, verb string) (*SandboxInfo, err
 }
 
 // HealthInfo is the reply of GET /v1/health.
-type HealthInfo struct {
-	Status  string `json:"status"` // "ok"
-	Version string `json:"version"`
-}
+type HealthInfo = v1.Health
 
 // Health checks that hutchd is up (GET /v1/health, no token needed).
 func (c *Client) Health(ctx context.Context) (*HealthInfo, error) {
@@ -261,9 +201,7 @@ func (c *Client) Health(ctx context.Context) (*HealthInfo, error) {
 // Ping checks that the sandbox's agent answers (GET /v1/sandboxes/{id}/ping), starting the
 // sandbox if it is stopped. It returns the agent's version.
 func (s *Sandbox) Ping(ctx context.Context) (string, error) {
-	var reply struct {
-		Version string `json:"version"`
-	}
+	var reply v1.PingResult
 	if err := s.do(ctx, http.MethodGet, "/ping", nil, &reply); err != nil {
 		return "", fmt.Errorf("ping sandbox %q: %w", s.sandboxID, err)
 	}

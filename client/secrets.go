@@ -6,17 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // Secret is a stored secret's public view: hutchd never returns a secret's value.
-type Secret struct {
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
-	// UsedBy are the IDs of the sandboxes whose egress policy references the secret.
-	UsedBy []string `json:"usedBy"`
-}
+type Secret = v1.Secret
 
 // SetSecret stores or replaces the secret name (PUT /v1/secrets/{name}). name is 1–128 of
 // [A-Za-z0-9_], not starting with a digit; value is 8 bytes–64 KiB of UTF-8 without control
@@ -24,9 +19,7 @@ type Secret struct {
 // placeholders stand in for it. A new value applies from the next request on.
 // Errors: INVALID_SECRET (ErrInvalidArgument).
 func (c *Client) SetSecret(ctx context.Context, name, value string) error {
-	body := struct {
-		Value string `json:"value"`
-	}{value}
+	body := v1.PutSecretRequest{Value: &value}
 	if err := c.call(ctx, request{method: http.MethodPut, path: "/v1/secrets/" + url.PathEscape(name), json: body}, nil); err != nil {
 		return fmt.Errorf("set secret %q: %w", name, err)
 	}
@@ -51,9 +44,7 @@ func (c *Client) SetSecretFrom(ctx context.Context, name string, r io.Reader) er
 
 // Secrets lists the stored secrets, by name (GET /v1/secrets); never their values.
 func (c *Client) Secrets(ctx context.Context) ([]Secret, error) {
-	var reply struct {
-		Secrets []Secret `json:"secrets"`
-	}
+	var reply v1.SecretList
 	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/secrets"}, &reply); err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
 	}

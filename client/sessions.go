@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // DefaultSession is the ID of the session used when none is given.
@@ -36,19 +38,12 @@ type SessionOptions struct {
 }
 
 // SessionInfo describes a session.
-type SessionInfo struct {
-	ID  string `json:"id"`
-	Cwd string `json:"cwd"`
-}
+type SessionInfo = v1.SessionInfo
 
 // CreateSession creates a session (POST /v1/sandboxes/{id}/session/create). An existing ID →
 // SESSION_ALREADY_EXISTS (ErrAlreadyExists).
 func (s *Sandbox) CreateSession(ctx context.Context, opts *SessionOptions) (*Session, error) {
-	var body struct {
-		ID  string            `json:"id,omitempty"`
-		Env map[string]string `json:"env,omitempty"`
-		Cwd string            `json:"cwd,omitempty"`
-	}
+	var body v1.CreateSessionRequest
 	if opts != nil {
 		body.ID, body.Env, body.Cwd = opts.ID, opts.Env, opts.Cwd
 	}
@@ -75,9 +70,7 @@ func (s *Sandbox) Session(id string) *Session {
 
 // ListSessions returns the sandbox's sessions (GET /v1/sandboxes/{id}/session/list).
 func (s *Sandbox) ListSessions(ctx context.Context) ([]SessionInfo, error) {
-	var reply struct {
-		Sessions []SessionInfo `json:"sessions"`
-	}
+	var reply v1.SessionList
 	if err := s.do(ctx, http.MethodGet, "/session/list", nil, &reply); err != nil {
 		return nil, fmt.Errorf("list sessions of sandbox %q: %w", s.sandboxID, err)
 	}
@@ -88,9 +81,7 @@ func (s *Sandbox) ListSessions(ctx context.Context) ([]SessionInfo, error) {
 // (POST /v1/sandboxes/{id}/session/delete). Unknown → SESSION_NOT_FOUND (ErrNotFound);
 // "default" → SESSION_DEFAULT_UNDELETABLE (ErrFailedPrecondition).
 func (s *Sandbox) DeleteSession(ctx context.Context, id string) error {
-	body := struct {
-		SessionID string `json:"sessionId"`
-	}{id}
+	body := v1.DeleteSessionRequest{SessionID: id}
 	if err := s.do(ctx, http.MethodPost, "/session/delete", body, nil); err != nil {
 		return fmt.Errorf("delete session %q of sandbox %q: %w", id, s.sandboxID, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // Sleep puts the sandbox to sleep now (POST /v1/sandboxes/{id}/sleep) and returns its record:
@@ -33,13 +35,6 @@ type SandboxUpdate struct {
 	SnapshotOnSleep *bool
 }
 
-type updateSandboxRequest struct {
-	SleepAfter string `json:"sleepAfter,omitempty"`
-	KeepAlive  *bool  `json:"keepAlive,omitempty"`
-	// SnapshotOnSleep: see SandboxUpdate.
-	SnapshotOnSleep *bool `json:"snapshotOnSleep,omitempty"`
-}
-
 // Update changes the sandbox's sleep settings (and snapshotOnSleep) (PATCH /v1/sandboxes/{id}) and returns its
 // record. It does not wake a sleeping sandbox; on a running one the idle timer starts again
 // from now (so switching KeepAlive off gives it a full SleepAfter). Errors: VALIDATION_FAILED
@@ -48,9 +43,10 @@ func (s *Sandbox) Update(ctx context.Context, u SandboxUpdate) (*SandboxInfo, er
 	if err := checkID(s.sandboxID); err != nil {
 		return nil, fmt.Errorf("update sandbox: %w", err)
 	}
-	var req updateSandboxRequest
+	var req v1.UpdateSandboxRequest
 	if u.SleepAfter != nil {
-		req.SleepAfter = u.SleepAfter.String() // "0s" or negative: refused by the server
+		sa := v1.SleepAfter(u.SleepAfter.String()) // "0s" or negative: refused by the server
+		req.SleepAfter = &sa
 	}
 	req.KeepAlive = u.KeepAlive
 	req.SnapshotOnSleep = u.SnapshotOnSleep

@@ -5,43 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"time"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
 
 // SnapshotLayer is one layer of a snapshot.
-type SnapshotLayer struct {
-	// Digest is "sha256-<hex>" of the layer's uncompressed tar.
-	Digest string `json:"digest"`
-	// SizeBytes is the uncompressed tar's size (-1 when unknown); CompressedBytes the stored blob's.
-	SizeBytes       int64 `json:"sizeBytes"`
-	CompressedBytes int64 `json:"compressedBytes"`
-}
+type SnapshotLayer = v1.SnapshotLayer
 
 // SnapshotInfo is a snapshot: a sandbox's whole disk and configuration, content-addressed.
-type SnapshotInfo struct {
-	// ID is "sha256-<hex>" of the snapshot's content (layers, image, configuration).
-	ID        string    `json:"id"`
-	SandboxID string    `json:"sandboxId"`
-	CreatedAt time.Time `json:"createdAt"`
-	// SizeBytes is the compressed size of all its layers.
-	SizeBytes int64 `json:"sizeBytes"`
-	// Layers, newest first; ParentLayers are the digests of the layers it was built on.
-	Layers       []SnapshotLayer `json:"layers"`
-	ParentLayers []string        `json:"parentLayers"`
-	// Origin is "request" (asked for) or "sleep" (taken at a sleep of a sandbox with
-	// snapshotOnSleep; only the newest are kept, and they go with their sandbox).
-	Origin string `json:"origin,omitempty"`
-	Image  struct {
-		ID   string `json:"id"`
-		Name string `json:"name"`
-	} `json:"image"`
-	Config struct {
-		InstanceType string            `json:"instanceType"`
-		EnvVars      map[string]string `json:"envVars"`
-		SleepAfter   string            `json:"sleepAfter"`
-		KeepAlive    bool              `json:"keepAlive"`
-	} `json:"config"`
-}
+type SnapshotInfo = v1.Snapshot
 
 // Snapshot captures the sandbox's whole disk and configuration (POST
 // /v1/sandboxes/{id}/snapshots) and returns the snapshot. A running sandbox is frozen while its
@@ -69,26 +41,10 @@ type ForkOptions struct {
 }
 
 // ForkedSandbox is one sandbox made by Fork.
-type ForkedSandbox struct {
-	SandboxInfo
-	// StartMs is how long creating and starting it took, in milliseconds.
-	StartMs float64 `json:"startMs"`
-}
+type ForkedSandbox = v1.ForkedSandbox
 
 // ForkResult is Fork's result; times are in milliseconds.
-type ForkResult struct {
-	Snapshot   SnapshotInfo    `json:"snapshot"`
-	Sandboxes  []ForkedSandbox `json:"sandboxes"`
-	SnapshotMs float64         `json:"snapshotMs"`
-	ForkMs     float64         `json:"forkMs"`
-	TotalMs    float64         `json:"totalMs"`
-}
-
-type forkRequest struct {
-	Count  int      `json:"count"`
-	Prefix string   `json:"prefix,omitempty"`
-	IDs    []string `json:"ids,omitempty"`
-}
+type ForkResult = v1.ForkResult
 
 // Fork snapshots the sandbox once and creates n sandboxes (1–64) from the snapshot in parallel
 // (POST /v1/sandboxes/{id}/fork); all run when Fork returns. Each fork has the sandbox's disk
@@ -99,7 +55,7 @@ func (s *Sandbox) Fork(ctx context.Context, n int, opts *ForkOptions) (*ForkResu
 	if err := checkID(s.sandboxID); err != nil {
 		return nil, fmt.Errorf("fork: %w", err)
 	}
-	req := forkRequest{Count: n}
+	req := v1.ForkRequest{Count: n}
 	if opts != nil {
 		req.Prefix, req.IDs = opts.Prefix, opts.IDs
 	}
@@ -121,7 +77,7 @@ func (s *Sandbox) RestoreSnapshot(ctx context.Context, id string) (*SandboxInfo,
 	}
 	var info SandboxInfo
 	err := s.c.call(ctx, request{method: http.MethodPost, path: sandboxPath(s.sandboxID, "/restore-snapshot"),
-		json: map[string]string{"snapshot": id}}, &info)
+		json: v1.RestoreSnapshotRequest{Snapshot: id}}, &info)
 	if err != nil {
 		return nil, fmt.Errorf("restore %q to snapshot %s: %w", s.sandboxID, id, err)
 	}
@@ -156,9 +112,7 @@ func (c *Client) ListSnapshots(ctx context.Context, sandboxID string) ([]Snapsho
 	if sandboxID != "" {
 		q = url.Values{"sandbox": {sandboxID}}
 	}
-	var out struct {
-		Snapshots []SnapshotInfo `json:"snapshots"`
-	}
+	var out v1.SnapshotList
 	if err := c.call(ctx, request{method: http.MethodGet, path: "/v1/snapshots", query: q}, &out); err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}

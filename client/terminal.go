@@ -15,11 +15,12 @@ import (
 
 	"github.com/coder/websocket"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 )
 
 // TerminalSubprotocol is the WebSocket subprotocol of terminals.
-const TerminalSubprotocol = "hutch.v1"
+const TerminalSubprotocol = v1.TerminalSubprotocol
 
 // TerminalOptions are the settings of a terminal that Sandbox.Terminal creates. They are
 // ignored when the terminal already runs (then it keeps its own session, shell and size).
@@ -34,17 +35,7 @@ type TerminalOptions struct {
 }
 
 // TerminalInfo describes a terminal of a sandbox.
-type TerminalInfo struct {
-	ID        string    `json:"id"`
-	Session   string    `json:"session"`
-	PID       int       `json:"pid"`
-	Cols      int       `json:"cols"`
-	Rows      int       `json:"rows"`
-	Viewers   int       `json:"viewers"` // WebSocket connections attached now
-	CreatedAt time.Time `json:"createdAt"`
-	Exited    bool      `json:"exited"`
-	ExitCode  *int      `json:"exitCode"` // nil while running; 128+N when killed by signal N
-}
+type TerminalInfo = v1.TerminalInfo
 
 // TerminalEvent is a control message from the server.
 type TerminalEvent struct {
@@ -307,9 +298,7 @@ func (t *Terminal) Close() error {
 
 // ListTerminals returns the sandbox's terminals, running and exited, sorted by ID.
 func (s *Sandbox) ListTerminals(ctx context.Context) ([]TerminalInfo, error) {
-	var reply struct {
-		Terminals []TerminalInfo `json:"terminals"`
-	}
+	var reply v1.TerminalList
 	if err := s.do(ctx, http.MethodGet, "/terminals", nil, &reply); err != nil {
 		return nil, fmt.Errorf("list terminals: %w", err)
 	}
@@ -320,9 +309,7 @@ func (s *Sandbox) ListTerminals(ctx context.Context) ([]TerminalInfo, error) {
 // is left after a grace period; attached viewers get the exit. It returns the terminal's final
 // record. Unknown → TERMINAL_NOT_FOUND.
 func (s *Sandbox) KillTerminal(ctx context.Context, id string) (TerminalInfo, error) {
-	var reply struct {
-		Terminal TerminalInfo `json:"terminal"`
-	}
+	var reply v1.KillTerminalResult
 	if err := s.do(ctx, http.MethodDelete, "/terminals/"+url.PathEscape(id), nil, &reply); err != nil {
 		return TerminalInfo{}, fmt.Errorf("kill terminal %s: %w", id, err)
 	}

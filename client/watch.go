@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/client/internal/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // Watch stream item kinds (WatchEvent.Kind).
@@ -74,19 +75,7 @@ type WatchEvent struct {
 	Reason      string
 }
 
-type watchWire struct {
-	Type        string         `json:"type"`
-	WatchID     string         `json:"watchId"`
-	Path        string         `json:"path"`
-	EventType   string         `json:"eventType"`
-	IsDirectory bool           `json:"isDirectory"`
-	Timestamp   time.Time      `json:"timestamp"`
-	Dropped     int            `json:"dropped"`
-	Code        errdefs.Code   `json:"code"`
-	Message     string         `json:"message"`
-	Context     map[string]any `json:"context"`
-	Reason      string         `json:"reason"`
-}
+type watchWire = v1.WatchEvent
 
 // Watcher is an open watch stream, from Sandbox.Watch. While it is open the sandbox is held
 // awake. Close it when done.
@@ -175,12 +164,8 @@ func (s *Sandbox) Watch(ctx context.Context, path string, opts WatchOptions) (*W
 	if err := checkID(s.sandboxID); err != nil {
 		return nil, fmt.Errorf("watch %s: %w", path, err)
 	}
-	body := struct {
-		Path      string    `json:"path"`
-		Recursive bool      `json:"recursive"`
-		Include   []string  `json:"include,omitempty"`
-		Exclude   *[]string `json:"exclude,omitempty"`
-	}{Path: path, Recursive: !opts.NoRecursive, Include: opts.Include}
+	recursive := !opts.NoRecursive
+	body := v1.WatchRequest{Path: path, Recursive: &recursive, Include: opts.Include}
 	if opts.Exclude != nil {
 		body.Exclude = &opts.Exclude
 	}
@@ -215,21 +200,13 @@ func (s *Sandbox) Watch(ctx context.Context, path string, opts WatchOptions) (*W
 
 // Change statuses of CheckChanges.
 const (
-	ChangesChanged   = "changed"
-	ChangesUnchanged = "unchanged"
-	ChangesResync    = "resync"
+	ChangesChanged   = v1.ChangesChanged
+	ChangesUnchanged = v1.ChangesUnchanged
+	ChangesResync    = v1.ChangesResync
 )
 
 // ChangeStatus is the answer of CheckChanges.
-type ChangeStatus struct {
-	// Status is "changed" (something below the path was created, modified, deleted, moved or
-	// had its attributes changed since the version, or events were lost), "unchanged", or
-	// "resync" (the version is unknown: empty, from another path or another agent boot,
-	// or the path's tracking was dropped; read the whole state again).
-	Status string `json:"status"`
-	// Version is what to pass as since next time.
-	Version string `json:"version"`
-}
+type ChangeStatus = v1.ChangeStatus
 
 // CheckChanges reports whether anything below the directory path changed since the version
 // since, from an earlier CheckChanges of the same path (POST /v1/sandboxes/{id}/watch/check).
@@ -243,10 +220,7 @@ type ChangeStatus struct {
 // Errors: as Watch (INVALID_PATH, FILE_NOT_FOUND, NOT_DIRECTORY, WATCH_LIMIT_EXCEEDED,
 // SANDBOX_NOT_FOUND).
 func (s *Sandbox) CheckChanges(ctx context.Context, path, since string) (ChangeStatus, error) {
-	body := struct {
-		Path  string `json:"path"`
-		Since string `json:"since,omitempty"`
-	}{path, since}
+	body := v1.CheckChangesRequest{Path: path, Since: since}
 	var reply ChangeStatus
 	if err := s.do(ctx, http.MethodPost, "/watch/check", body, &reply); err != nil {
 		return ChangeStatus{}, fmt.Errorf("check changes of %s in %s: %w", path, s.where(), err)

@@ -8,6 +8,17 @@
 // sandbox's agent are Forwarded: hutchd authenticates, bounds and relays them to the agent at
 // /api/ followed by the part of the path after /v1/sandboxes/{id}/ (api/agent.md), without
 // parsing the body.
+//
+// Each resource's types are in a file of their own: sandboxes.go, exec.go, sessions.go,
+// files.go, git.go, processes.go, ports.go, backups.go, snapshots.go, terminals.go, watch.go,
+// code.go, images.go, secrets.go and egress.go; common.go has Reply (the success and timestamp
+// that agent replies and most of hutchd's carry), the error envelope and the error frame of
+// event streams. Bodies are …Request; replies …Result, …Reply or …List; the frames of an event
+// stream are one …Event struct whose Type says which fields are set. Durations are
+// milliseconds (…Ms fields) except sleepAfter, a Go duration; times are RFC 3339 in UTC;
+// sizes are bytes. Errors are classified by stable codes (package errdefs); each type names
+// the codes its route answers with. Where a behaviour follows the reference system, the
+// Cloudflare Sandbox SDK that the API is modelled on, the type says so.
 package v1
 
 import "strings"

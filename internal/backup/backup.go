@@ -143,15 +143,15 @@ func (s *Service) lock(ctx context.Context, sandboxID string) (func(), error) {
 
 // Backup is a backup's public record. The handle a caller keeps is {id, dir}.
 type Backup struct {
-	ID        string    `json:"id"`        // UUID
-	SandboxID string    `json:"sandboxId"` // the sandbox it was taken in
-	Dir       string    `json:"dir"`       // the directory archived (for Restore: restored into)
-	Name      string    `json:"name,omitempty"`
-	SizeBytes int64     `json:"sizeBytes"` // the compressed archive's size in bytes
-	CreatedAt time.Time `json:"createdAt"`
-	ExpiresAt time.Time `json:"expiresAt"`
+	ID        string // UUID
+	SandboxID string // the sandbox it was taken in
+	Dir       string // the directory archived (for Restore: restored into)
+	Name      string
+	SizeBytes int64 // the compressed archive's size in bytes
+	CreatedAt time.Time
+	ExpiresAt time.Time
 	// Warnings are notes of Create (a gitignore that could not be applied); not stored.
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string
 }
 
 // Meta is the metadata blob "backups/<id>.json".
@@ -169,17 +169,17 @@ type Meta struct {
 // CreateRequest is the input of Create.
 type CreateRequest struct {
 	// Dir is the absolute directory to back up, under one of AllowedRoots.
-	Dir string `json:"dir"`
+	Dir string
 	// Name is an optional label: at most 256 characters, no control characters.
-	Name string `json:"name,omitempty"`
+	Name string
 	// TTL is how long the backup is kept, in seconds (MinTTL … MaxTTL, fractions allowed); nil
 	// means DefaultTTL.
-	TTL *float64 `json:"ttl,omitempty"`
+	TTL *float64
 	// Excludes are glob patterns of entries to leave out (syntax: package archive).
-	Excludes []string `json:"excludes,omitempty"`
+	Excludes []string
 	// Gitignore also leaves out what git ignores in Dir (a warning, not an error, when git
 	// is missing or Dir is not in a work tree).
-	Gitignore bool `json:"gitignore,omitempty"`
+	Gitignore bool
 }
 
 func archiveKey(id string) string { return "backups/" + id + ".tar.zst" }

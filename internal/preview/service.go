@@ -26,18 +26,18 @@ type Store interface {
 
 // ExposeRequest is the body of POST /v1/sandboxes/{id}/ports.
 type ExposeRequest struct {
-	Port  int    `json:"port"`
-	Name  string `json:"name,omitempty"`
-	Token string `json:"token,omitempty"` // empty: a random one (NewToken)
+	Port  int
+	Name  string
+	Token string // empty: a random one (NewToken)
 }
 
 // Port is an exposed port's public view.
 type Port struct {
-	Port      int       `json:"port"`
-	Name      string    `json:"name"`
-	URL       string    `json:"url"`
-	Token     string    `json:"token"`
-	ExposedAt time.Time `json:"exposedAt"`
+	Port      int
+	Name      string
+	URL       string
+	Token     string
+	ExposedAt time.Time
 }
 
 // Service exposes and unexposes sandbox ports. It is safe for concurrent use.

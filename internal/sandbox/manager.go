@@ -293,41 +293,41 @@ func (m *Manager) lock(id string) func() {
 
 // Info is a sandbox's public view.
 type Info struct {
-	ID           string            `json:"id"`
-	Status       store.Status      `json:"status"`
-	Image        string            `json:"image"`
-	ImageID      string            `json:"imageId,omitempty"`
-	InstanceType string            `json:"instanceType"`
-	EnvVars      map[string]string `json:"envVars"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	StartedAt    *time.Time        `json:"startedAt,omitempty"`
-	Address      string            `json:"address,omitempty"`
-	LastError    string            `json:"lastError,omitempty"`
+	ID           string
+	Status       store.Status
+	Image        string
+	ImageID      string
+	InstanceType string
+	EnvVars      map[string]string
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	Address      string
+	LastError    string
 	// LastActivityAt is the last activity on the running sandbox (API operation, preview
 	// request, end of a held stream); absent when it is not running. The sandbox sleeps when
 	// it is SleepAfter old and nothing holds the sandbox.
-	LastActivityAt *time.Time `json:"lastActivityAt,omitempty"`
+	LastActivityAt *time.Time
 	// SleepAfter is the idle time before the sandbox sleeps, as a Go duration ("10m", "30s").
-	SleepAfter string `json:"sleepAfter"`
+	SleepAfter string
 	// KeepAlive: the sandbox never sleeps.
-	KeepAlive bool `json:"keepAlive"`
+	KeepAlive bool
 	// Snapshot is the snapshot the sandbox's disk was created or restored from, and Layers its
 	// layers below the sandbox's own changes, newest first (snapshot.go).
-	Snapshot string   `json:"snapshot,omitempty"`
-	Layers   []string `json:"layers,omitempty"`
+	Snapshot string
+	Layers   []string
 	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (sleep.go); LastSnapshot is
 	// the ID of the last such snapshot and LastSnapshotError why the last attempt failed (""
 	// once one succeeds).
-	SnapshotOnSleep   bool   `json:"snapshotOnSleep"`
-	LastSnapshot      string `json:"lastSnapshot,omitempty"`
-	LastSnapshotError string `json:"lastSnapshotError,omitempty"`
+	SnapshotOnSleep   bool
+	LastSnapshot      string
+	LastSnapshotError string
 	// Runtime is the isolation backend the sandbox runs on: "runc" or "gvisor".
-	Runtime string `json:"runtime"`
+	Runtime string
 	// SleepMode, on a sleeping sandbox, is what its sleep kept: "disk" (its files; processes
 	// were stopped and do not restart on wake; see sleepNote) or
 	// "memory" (a checkpoint of its processes). SleepNote says why a sleep kept only the disk.
-	SleepMode string `json:"sleepMode,omitempty"`
-	SleepNote string `json:"sleepNote,omitempty"`
+	SleepMode string
+	SleepNote string
 }
 
 func (m *Manager) info(rec store.Sandbox) Info {

@@ -24,12 +24,12 @@ const (
 
 // Info is a secret's public view: never its value.
 type Info struct {
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	Name      string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// UsedBy are the IDs of the sandboxes whose egress policy references the secret (filled by
 	// the API).
-	UsedBy []string `json:"usedBy"`
+	UsedBy []string
 }
 
 // Store keeps secrets sealed in the metadata store and caches opened values in memory. It is

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/backup"
 )
@@ -21,30 +22,23 @@ type Backups interface {
 // SetBackups enables the backup routes; call it before serving.
 func (s *Server) SetBackups(b Backups) { s.backups = b }
 
-// backupReply is a backup in a reply: the record plus success and timestamp.
-type backupReply struct {
-	Success bool `json:"success"`
-	backup.Backup
-	Timestamp time.Time `json:"timestamp"`
-}
-
 // createBackup: POST /v1/sandboxes/{id}/backups {dir, name?, ttl?, excludes?, gitignore?} →
 // 201 {success, id, sandboxId, dir, name, sizeBytes, createdAt, expiresAt, warnings?, timestamp}.
 func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {
 	if !s.backupsEnabled(w, r) {
 		return
 	}
-	var req backup.CreateRequest
+	var req v1.BackupRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "backup.create")
 		return
 	}
-	b, err := s.backups.Create(r.Context(), r.PathValue("id"), req)
+	b, err := s.backups.Create(r.Context(), r.PathValue("id"), fromBackupRequest(req))
 	if err != nil {
 		writeError(w, r, err, "backup.create")
 		return
 	}
-	writeJSON(w, http.StatusCreated, backupReply{true, b, time.Now().UTC()})
+	writeJSON(w, http.StatusCreated, v1.BackupReply{Success: true, Backup: toBackup(b), Timestamp: time.Now().UTC()})
 }
 
 // restoreBackup: POST /v1/sandboxes/{id}/backups/{bid}/restore {dir?, mode?} → {success, id,
@@ -53,10 +47,7 @@ func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
 	if !s.backupsEnabled(w, r) {
 		return
 	}
-	var req struct {
-		Dir  string `json:"dir"`
-		Mode string `json:"mode"`
-	}
+	var req v1.RestoreBackupRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "backup.restore")
 		return
@@ -67,8 +58,8 @@ func (s *Server) restoreBackup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "backup.restore")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": b.ID, "dir": b.Dir, "mode": mode,
-		"durationMs": float64(time.Since(start).Microseconds()) / 1000, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.RestoreBackupReply{Success: true, RestoreResult: v1.RestoreResult{ID: b.ID, Dir: b.Dir, Mode: mode,
+		DurationMs: float64(time.Since(start).Microseconds()) / 1000}, Timestamp: time.Now().UTC()})
 }
 
 // listBackups: GET /v1/backups[?sandbox=ID] → {success, backups: [...], timestamp}.
@@ -81,10 +72,7 @@ func (s *Server) listBackups(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "backup.list")
 		return
 	}
-	if list == nil {
-		list = []backup.Backup{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "backups": list, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.BackupList{Reply: v1.Stamped(), Backups: toBackups(list)})
 }
 
 // getBackup: GET /v1/backups/{bid} → {success, id, sandboxId, dir, name, sizeBytes, createdAt,
@@ -98,7 +86,7 @@ func (s *Server) getBackup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "backup.get")
 		return
 	}
-	writeJSON(w, http.StatusOK, backupReply{true, b, time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.BackupReply{Success: true, Backup: toBackup(b), Timestamp: time.Now().UTC()})
 }
 
 // deleteBackup: DELETE /v1/backups/{bid} → {success, id, timestamp}.
@@ -111,7 +99,7 @@ func (s *Server) deleteBackup(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "backup.delete")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.Deleted{Reply: v1.Stamped(), ID: id})
 }
 
 // backupsEnabled answers NOT_IMPLEMENTED when the server has no backup service.

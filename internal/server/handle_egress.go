@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/policy"
@@ -53,7 +54,7 @@ func (s *Server) egressEnabled(w http.ResponseWriter, r *http.Request, op string
 	return id, true
 }
 
-// getEgress: GET /v1/sandboxes/{id}/egress → 200 the policy (policy.Spec; {"mode":"allow-all"}
+// getEgress: GET /v1/sandboxes/{id}/egress → 200 the policy (v1.EgressPolicy; {"mode":"allow-all"}
 // when none was set).
 func (s *Server) getEgress(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.egressEnabled(w, r, "egress.get")
@@ -65,10 +66,10 @@ func (s *Server) getEgress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "egress.get")
 		return
 	}
-	writeJSON(w, http.StatusOK, normalized(spec))
+	writeJSON(w, http.StatusOK, toEgressPolicy(normalized(spec)))
 }
 
-// putEgress: PUT /v1/sandboxes/{id}/egress {policy.Spec} → 200 the stored policy. Applied
+// putEgress: PUT /v1/sandboxes/{id}/egress {v1.EgressPolicy} → 200 the stored policy. Applied
 // live. Errors: INVALID_JSON, EGRESS_POLICY_INVALID (unknown fields included), SANDBOX_NOT_FOUND.
 func (s *Server) putEgress(w http.ResponseWriter, r *http.Request) {
 	id, ok := s.egressEnabled(w, r, "egress.put")
@@ -110,7 +111,7 @@ func (s *Server) patchEgress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "egress.patch")
 		return
 	}
-	curJS, _ := json.Marshal(cur)
+	curJS, _ := json.Marshal(toEgressPolicy(cur))
 	var target any
 	json.Unmarshal(curJS, &target)
 	merged, _ := json.Marshal(mergePatch(target, patch))
@@ -128,7 +129,7 @@ func (s *Server) setEgress(w http.ResponseWriter, r *http.Request, id string, sp
 		writeError(w, r, err, op)
 		return
 	}
-	writeJSON(w, http.StatusOK, normalized(got))
+	writeJSON(w, http.StatusOK, toEgressPolicy(normalized(got)))
 }
 
 // normalized fills the defaults a reader should see (mode).
@@ -149,10 +150,10 @@ func decodeSpec(body []byte) (policy.Spec, error) {
 	if _, ok := raw.(map[string]any); !ok {
 		return policy.Spec{}, errdefs.New(errdefs.CodeEgressPolicyInvalid, "an egress policy is a JSON object").With("pointer", "")
 	}
-	if ptr := unknownField(raw, reflect.TypeOf(policy.Spec{}), ""); ptr != "" {
+	if ptr := unknownField(raw, reflect.TypeOf(v1.EgressPolicy{}), ""); ptr != "" {
 		return policy.Spec{}, errdefs.Newf(errdefs.CodeEgressPolicyInvalid, "%s: unknown field", ptr).With("pointer", ptr)
 	}
-	var spec policy.Spec
+	var spec v1.EgressPolicy
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
@@ -163,7 +164,7 @@ func decodeSpec(body []byte) (policy.Spec, error) {
 		}
 		return policy.Spec{}, errdefs.Wrap(errdefs.CodeEgressPolicyInvalid, err, ptr+": wrong type").With("pointer", ptr)
 	}
-	return spec, nil
+	return fromEgressPolicy(spec), nil
 }
 
 func asTypeError(err error, te **json.UnmarshalTypeError) bool {
@@ -281,18 +282,17 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 		live = ch
 	}
 	out := sse.NewWriter(w)
-	type frame struct {
-		Type string `json:"type"`
-		audit.Event
+	frame := func(e audit.Event) v1.EgressEventFrame {
+		return v1.EgressEventFrame{Type: "event", EgressEvent: toEgressEvent(e)}
 	}
 	for {
 		evs, err := s.egress.Events(id, since, 1000)
 		if err != nil {
-			_ = out.Send(map[string]any{"type": "error", "code": errdefs.CodeOf(err), "error": err.Error()})
+			_ = out.Send(v1.StreamError{Type: "error", Code: errdefs.CodeOf(err), Error: err.Error()})
 			return
 		}
 		for _, e := range evs {
-			if err := out.SendID(strconv.FormatUint(e.Seq, 10), frame{"event", e}); err != nil {
+			if err := out.SendID(strconv.FormatUint(e.Seq, 10), frame(e)); err != nil {
 				return
 			}
 			since = e.Seq
@@ -320,12 +320,12 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 					if g.Seq >= e.Seq {
 						break
 					}
-					if err := out.SendID(strconv.FormatUint(g.Seq, 10), frame{"event", g}); err != nil {
+					if err := out.SendID(strconv.FormatUint(g.Seq, 10), frame(g)); err != nil {
 						return
 					}
 				}
 			}
-			if err := out.SendID(strconv.FormatUint(e.Seq, 10), frame{"event", e}); err != nil {
+			if err := out.SendID(strconv.FormatUint(e.Seq, 10), frame(e)); err != nil {
 				return
 			}
 			since = e.Seq
@@ -340,7 +340,7 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 // stageEgress validates a create request's egress policy and stages it for id, unless the
 // sandbox exists already (get-or-create leaves an existing sandbox's policy alone). The
 // returned done must be called with whether the create succeeded.
-func (s *Server) stageEgress(ctx context.Context, id string, spec *policy.Spec) (done func(ctx context.Context, ok bool) error, err error) {
+func (s *Server) stageEgress(ctx context.Context, id string, spec *v1.EgressPolicy) (done func(ctx context.Context, ok bool) error, err error) {
 	nop := func(context.Context, bool) error { return nil }
 	if spec == nil {
 		return nop, nil
@@ -354,7 +354,7 @@ func (s *Server) stageEgress(ctx context.Context, id string, spec *policy.Spec) 
 	if _, err := s.mgr.Get(ctx, id); err == nil {
 		return nop, nil
 	}
-	if err := s.egress.Stage(ctx, id, *spec); err != nil {
+	if err := s.egress.Stage(ctx, id, fromEgressPolicy(*spec)); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, ok bool) error {

@@ -3,8 +3,8 @@ package server
 import (
 	"context"
 	"net/http"
-	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/secret"
 )
@@ -41,9 +41,7 @@ func (s *Server) putSecret(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "secret.set")
 		return
 	}
-	var req struct {
-		Value *string `json:"value"`
-	}
+	var req v1.PutSecretRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "secret.set")
 		return
@@ -81,7 +79,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 			list[i].UsedBy = u
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "secrets": list, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.SecretList{Reply: v1.Stamped(), Secrets: toSecrets(list)})
 }
 
 // deleteSecret: DELETE /v1/secrets/{name} → 204. A secret that a sandbox's egress policy

@@ -3,6 +3,7 @@ package server
 import (
 	"net/http"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/lines"
 	"github.com/hutchdev/hutch/internal/sse"
@@ -14,17 +15,12 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "image.list")
 		return
 	}
-	if list == nil {
-		list = []ImageInfo{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"images": list})
+	writeJSON(w, http.StatusOK, v1.ImageList{Images: toImages(list)})
 }
 
 // buildImage streams build progress as SSE: progress lines, then complete or error.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Name string `json:"name"`
-	}
+	var req v1.BuildImageRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "image.build")
 		return
@@ -33,12 +29,13 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		req.Name = "default"
 	}
 	out := sse.NewWriter(w)
-	lw := lines.NewWriter(func(line string) { _ = out.Send(map[string]any{"type": "progress", "message": line}) })
+	lw := lines.NewWriter(func(line string) { _ = out.Send(v1.ImageBuildProgressEvent{Type: v1.ImageBuildProgress, Message: line}) })
 	img, err := s.images.Build(r.Context(), req.Name, lw)
 	lw.Flush()
 	if err != nil {
-		_ = out.Send(map[string]any{"type": "error", "code": errdefs.CodeOf(err), "error": err.Error()})
+		_ = out.Send(v1.ImageBuildEvent{Type: v1.ImageBuildError, Code: errdefs.CodeOf(err), Error: err.Error()})
 		return
 	}
-	_ = out.Send(map[string]any{"type": "complete", "image": img})
+	wire := toImage(img)
+	_ = out.Send(v1.ImageBuildEvent{Type: v1.ImageBuildComplete, Image: &wire})
 }

@@ -4,49 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
-// sleepAfterValue is a sleepAfter in a request body: a Go duration string ("10m", "30s") or a
-// JSON number of seconds. Bad values fail the decoding with VALIDATION_FAILED.
-type sleepAfterValue struct {
-	set bool
-	d   time.Duration
-}
-
-func (v *sleepAfterValue) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if bytes.Equal(b, []byte("null")) {
-		*v = sleepAfterValue{}
-		return nil
-	}
-	var s string
-	if len(b) > 0 && b[0] == '"' {
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-	} else {
-		var n json.Number
-		if err := json.Unmarshal(b, &n); err != nil {
-			return errdefs.New(errdefs.CodeInvalidArgument, `sleepAfter: want a duration string such as "10m" or a number of seconds`)
-		}
-		// A JSON number, maybe beyond a float64 (1e400): ParseSleepAfter refuses it by its value.
-		s = n.String()
-	}
-	d, err := sandbox.ParseSleepAfter(s)
-	if err != nil {
-		return err
-	}
-	*v = sleepAfterValue{set: true, d: d}
-	return nil
-}
-
 // readOptions decodes a JSON body like readJSON, but keeps a classified error raised by a
-// field's decoder (a bad sleepAfter is VALIDATION_FAILED, not INVALID_JSON).
-func readOptions(w http.ResponseWriter, r *http.Request, v any) error {
+// field's decoder (a sleepAfter of a wrong type is VALIDATION_FAILED, not INVALID_JSON). A bad
+// sleepAfter value (*sa after decoding) wins over any other decoding error, as when it was
+// checked while decoding.
+func readOptions(w http.ResponseWriter, r *http.Request, v any, sa **v1.SleepAfter) error {
 	body, err := readBody(w, r)
 	if err != nil {
 		return err
@@ -58,39 +25,34 @@ func readOptions(w http.ResponseWriter, r *http.Request, v any) error {
 		if errdefs.CodeOf(err) == errdefs.CodeInvalidArgument {
 			return err
 		}
+		if _, _, saErr := sleepAfter(*sa); saErr != nil {
+			return saErr
+		}
 		return errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON")
 	}
 	return nil
-}
-
-type updateRequest struct {
-	SleepAfter sleepAfterValue `json:"sleepAfter"`
-	KeepAlive  *bool           `json:"keepAlive"`
-	// SnapshotOnSleep: every sleep snapshots the sandbox.
-	SnapshotOnSleep *bool `json:"snapshotOnSleep"`
 }
 
 // updateSandbox is PATCH /v1/sandboxes/{id}: change sleepAfter, keepAlive and/or
 // snapshotOnSleep. It does not
 // wake a sleeping sandbox; on a running one it re-arms the idle timer.
 func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
-	var req updateRequest
-	if err := readOptions(w, r, &req); err != nil {
+	var req v1.UpdateSandboxRequest
+	if err := readOptions(w, r, &req, &req.SleepAfter); err != nil {
 		writeError(w, r, err, "sandbox.update")
 		return
 	}
-	var opts sandbox.UpdateOptions
-	if req.SleepAfter.set {
-		opts.SleepAfter = &req.SleepAfter.d
+	opts, err := updateOptions(req)
+	if err != nil {
+		writeError(w, r, err, "sandbox.update")
+		return
 	}
-	opts.KeepAlive = req.KeepAlive
-	opts.SnapshotOnSleep = req.SnapshotOnSleep
 	info, err := s.mgr.Update(r.Context(), r.PathValue("id"), opts)
 	if err != nil {
 		writeError(w, r, err, "sandbox.update")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }
 
 // sleepSandbox is POST /v1/sandboxes/{id}/sleep: sleep now (idempotent).
@@ -100,7 +62,7 @@ func (s *Server) sleepSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.sleep")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }
 
 // wakeSandbox is POST /v1/sandboxes/{id}/wake: the same as start.
@@ -110,5 +72,5 @@ func (s *Server) wakeSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.wake")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }

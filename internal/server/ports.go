@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/preview"
 )
@@ -23,20 +24,17 @@ func (s *Server) exposePort(w http.ResponseWriter, r *http.Request) {
 	if !s.portsEnabled(w, r) {
 		return
 	}
-	var req preview.ExposeRequest
+	var req v1.ExposePortRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "port.expose")
 		return
 	}
-	p, err := s.ports.Expose(r.Context(), r.PathValue("id"), req)
+	p, err := s.ports.Expose(r.Context(), r.PathValue("id"), fromExposeRequest(req))
 	if err != nil {
 		writeError(w, r, err, "port.expose")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
-		"success": true, "port": p.Port, "name": p.Name, "url": p.URL, "token": p.Token,
-		"exposedAt": p.ExposedAt, "timestamp": portReplyTime(),
-	})
+	writeJSON(w, http.StatusOK, v1.ExposePortResult{Success: true, ExposedPort: toPort(p), Timestamp: portReplyTime()})
 }
 
 // listPorts: GET /v1/sandboxes/{id}/ports → {success, ports: [...], timestamp}.
@@ -49,7 +47,7 @@ func (s *Server) listPorts(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "port.list")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "ports": ps, "timestamp": portReplyTime()})
+	writeJSON(w, http.StatusOK, v1.PortList{Reply: v1.Reply{Success: true, Timestamp: portReplyTime()}, Ports: toPorts(ps)})
 }
 
 // unexposePort: DELETE /v1/sandboxes/{id}/ports/{port} → {success, port, timestamp}.
@@ -67,7 +65,7 @@ func (s *Server) unexposePort(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "port.unexpose")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "port": port, "timestamp": portReplyTime()})
+	writeJSON(w, http.StatusOK, v1.UnexposePortResult{Reply: v1.Reply{Success: true, Timestamp: portReplyTime()}, Port: port})
 }
 
 // portsEnabled answers NOT_IMPLEMENTED when the server was built without a Ports.
@@ -79,5 +77,5 @@ func (s *Server) portsEnabled(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// portReplyTime is a reply's timestamp: RFC 3339 in UTC.
-func portReplyTime() string { return time.Now().UTC().Format(time.RFC3339Nano) }
+// portReplyTime is a reply's timestamp, in UTC.
+func portReplyTime() time.Time { return time.Now().UTC() }

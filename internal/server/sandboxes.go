@@ -3,33 +3,18 @@ package server
 import (
 	"net/http"
 
-	"github.com/hutchdev/hutch/internal/egress/policy"
-	"github.com/hutchdev/hutch/internal/sandbox"
+	v1 "github.com/hutchdev/hutch/api/v1"
 )
-
-type createRequest struct {
-	ID           string            `json:"id"`
-	Image        string            `json:"image"`
-	InstanceType string            `json:"instanceType"`
-	EnvVars      map[string]string `json:"envVars"`
-	// SleepAfter and KeepAlive: see lifecycle_sleep.go.
-	SleepAfter sleepAfterValue `json:"sleepAfter"`
-	KeepAlive  bool            `json:"keepAlive"`
-	// SnapshotOnSleep: every sleep snapshots the sandbox (see sandbox.SleepSnapshotter).
-	SnapshotOnSleep bool `json:"snapshotOnSleep"`
-	// Snapshot ("sha256-…") creates the sandbox from a snapshot (snapshots.go).
-	Snapshot string `json:"snapshot"`
-	// Egress is the sandbox's egress policy, applied before its first process runs
-	// (handle_egress.go); ignored when the sandbox exists already.
-	Egress *policy.Spec `json:"egress"`
-	// Runtime is the isolation runtime, "runc" or "gvisor"; empty: hutchd's default.
-	Runtime string `json:"runtime"`
-}
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
-	var req createRequest
-	if err := readOptions(w, r, &req); err != nil {
+	var req v1.CreateSandboxRequest
+	if err := readOptions(w, r, &req, &req.SleepAfter); err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	opts, err := createOptions(req)
+	if err != nil {
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
@@ -39,14 +24,10 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.Snapshot != "" {
-		s.createFromSnapshot(w, r, req, egressDone)
+		s.createFromSnapshot(w, r, req, opts, egressDone)
 		return
 	}
-	info, created, err := s.mgr.GetOrCreate(r.Context(), sandbox.CreateOptions{
-		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
-		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
-		Runtime: req.Runtime,
-	}, nil)
+	info, created, err := s.mgr.GetOrCreate(r.Context(), opts, nil)
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {
@@ -61,7 +42,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, info)
+	writeJSON(w, status, toSandbox(info))
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -70,7 +51,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.list")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sandboxes": list})
+	writeJSON(w, http.StatusOK, v1.SandboxList{Sandboxes: toSandboxes(list)})
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
@@ -79,7 +60,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.get")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }
 
 func (s *Server) destroySandbox(w http.ResponseWriter, r *http.Request) {
@@ -91,7 +72,7 @@ func (s *Server) destroySandbox(w http.ResponseWriter, r *http.Request) {
 	if s.egress != nil {
 		s.egress.Forget(r.Context(), id)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id})
+	writeJSON(w, http.StatusOK, v1.DestroySandboxResult{Success: true, ID: id})
 }
 
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
@@ -100,7 +81,7 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.start")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
@@ -109,5 +90,5 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.stop")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }

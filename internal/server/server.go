@@ -48,11 +48,11 @@ type Images interface {
 
 // ImageInfo is an image's public view.
 type ImageInfo struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Packages  []string  `json:"packages"`
-	CreatedAt time.Time `json:"createdAt"`
-	SizeBytes int64     `json:"sizeBytes"`
+	ID        string
+	Name      string
+	Packages  []string
+	CreatedAt time.Time
+	SizeBytes int64
 }
 
 // Server serves the /v1 API.
@@ -363,7 +363,7 @@ func methodNotAllowed(methods []string) http.HandlerFunc {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "version": s.version})
+	writeJSON(w, http.StatusOK, v1.Health{Status: "ok", Version: s.version})
 }
 
 // writeError sends err as the JSON envelope with the status its code maps to.

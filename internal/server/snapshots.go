@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/snapshot"
@@ -25,12 +26,6 @@ type Snapshots interface {
 // before serving.
 func (s *Server) SetSnapshots(sn Snapshots) { s.snapshots = sn }
 
-type snapshotReply struct {
-	Success bool `json:"success"`
-	snapshot.Snapshot
-	Timestamp time.Time `json:"timestamp"`
-}
-
 // createSnapshot: POST /v1/sandboxes/{id}/snapshots → 201 {success, id, sandboxId, sizeBytes,
 // createdAt, layers, parentLayers, image, config, format, timestamp}.
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
@@ -47,7 +42,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "snapshot.create")
 		return
 	}
-	writeJSON(w, http.StatusCreated, snapshotReply{true, snap, time.Now().UTC()})
+	writeJSON(w, http.StatusCreated, v1.SnapshotReply{Success: true, Snapshot: toSnapshot(snap), Timestamp: time.Now().UTC()})
 }
 
 // getSnapshot: GET /v1/snapshots/{sid} → the snapshot's record.
@@ -60,7 +55,7 @@ func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "snapshot.get")
 		return
 	}
-	writeJSON(w, http.StatusOK, snapshotReply{true, snap, time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.SnapshotReply{Success: true, Snapshot: toSnapshot(snap), Timestamp: time.Now().UTC()})
 }
 
 // deleteSnapshot: DELETE /v1/snapshots/{sid} → {success, id, timestamp}. The snapshot's
@@ -75,7 +70,7 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "snapshot.delete")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "id": id, "timestamp": time.Now().UTC()})
+	writeJSON(w, http.StatusOK, v1.Deleted{Reply: v1.Stamped(), ID: id})
 }
 
 // listSnapshots: GET /v1/snapshots[?sandbox=ID] → {success, snapshots: [...], timestamp}.
@@ -88,13 +83,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "snapshot.list")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "snapshots": list, "timestamp": time.Now().UTC()})
-}
-
-type forkRequest struct {
-	Count  int      `json:"count"`
-	Prefix string   `json:"prefix"`
-	IDs    []string `json:"ids"`
+	writeJSON(w, http.StatusOK, v1.SnapshotList{Reply: v1.Stamped(), Snapshots: toSnapshots(list)})
 }
 
 // forkSandbox: POST /v1/sandboxes/{id}/fork {count, prefix?, ids?} → 201 {success, snapshot,
@@ -103,7 +92,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 	if !s.snapshotsEnabled(w, r) {
 		return
 	}
-	var req forkRequest
+	var req v1.ForkRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "sandbox.fork")
 		return
@@ -113,11 +102,7 @@ func (s *Server) forkSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.fork")
 		return
 	}
-	writeJSON(w, http.StatusCreated, struct {
-		Success bool `json:"success"`
-		snapshot.ForkResult
-		Timestamp time.Time `json:"timestamp"`
-	}{true, res, time.Now().UTC()})
+	writeJSON(w, http.StatusCreated, v1.ForkReply{Success: true, ForkResult: toForkResult(res), Timestamp: time.Now().UTC()})
 }
 
 // restoreSnapshot: POST /v1/sandboxes/{id}/restore-snapshot {snapshot} → the sandbox's info,
@@ -126,9 +111,7 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	if !s.snapshotsEnabled(w, r) {
 		return
 	}
-	var req struct {
-		Snapshot string `json:"snapshot"`
-	}
+	var req v1.RestoreSnapshotRequest
 	if err := readJSON(w, r, &req); err != nil {
 		writeError(w, r, err, "snapshot.restore")
 		return
@@ -142,11 +125,11 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "snapshot.restore")
 		return
 	}
-	writeJSON(w, http.StatusOK, info)
+	writeJSON(w, http.StatusOK, toSandbox(info))
 }
 
 // createFromSnapshot is the get-or-create of POST /v1/sandboxes with a snapshot.
-func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req createRequest, egressDone func(context.Context, bool) error) {
+func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req v1.CreateSandboxRequest, opts sandbox.CreateOptions, egressDone func(context.Context, bool) error) {
 	if !s.snapshotsEnabled(w, r) {
 		egressDone(r.Context(), false)
 		return
@@ -156,11 +139,8 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 		writeError(w, r, errdefs.New(errdefs.CodeInvalidArgument, "image and snapshot exclude each other: a snapshot brings its image"), "sandbox.create")
 		return
 	}
-	info, created, err := s.snapshots.CreateSandbox(r.Context(), sandbox.CreateOptions{
-		ID: req.ID, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
-		SleepAfter: req.SleepAfter.d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
-		Runtime: req.Runtime,
-	}, req.Snapshot)
+	opts.Image = "" // a snapshot brings its image (checked above)
+	info, created, err := s.snapshots.CreateSandbox(r.Context(), opts, req.Snapshot)
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {
@@ -175,7 +155,7 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, info)
+	writeJSON(w, status, toSandbox(info))
 }
 
 // snapshotsEnabled answers NOT_IMPLEMENTED when the server has no snapshot service.

@@ -92,16 +92,16 @@ type ForkOptions struct {
 type Fork struct {
 	sandbox.Info
 	// StartMillis is how long creating and starting this fork took.
-	StartMillis float64 `json:"startMs"`
+	StartMillis float64
 }
 
 // ForkResult is Fork's result, with timings in milliseconds.
 type ForkResult struct {
-	Snapshot   Snapshot `json:"snapshot"`
-	Sandboxes  []Fork   `json:"sandboxes"`
-	SnapshotMs float64  `json:"snapshotMs"` // taking the snapshot
-	ForkMs     float64  `json:"forkMs"`     // creating and starting all forks (in parallel)
-	TotalMs    float64  `json:"totalMs"`
+	Snapshot   Snapshot
+	Sandboxes  []Fork
+	SnapshotMs float64 // taking the snapshot
+	ForkMs     float64 // creating and starting all forks (in parallel)
+	TotalMs    float64
 }
 
 // Fork snapshots sandbox id once and creates opts.Count sandboxes from the snapshot in
