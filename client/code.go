@@ -10,7 +10,7 @@ import (
 	"time"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
-	"github.com/hutchdev/hutch/client/internal/sse"
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 )
 

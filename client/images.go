@@ -7,7 +7,7 @@ import (
 	"net/http"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
-	"github.com/hutchdev/hutch/client/internal/sse"
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 )
 

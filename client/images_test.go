@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hutchdev/hutch/client/internal/sse"
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 )
 

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // testAgent is a real agent server on a temp unix socket, with an HTTP client dialing it.

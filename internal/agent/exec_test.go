@@ -15,8 +15,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 func requirePython(t *testing.T) {

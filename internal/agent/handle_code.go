@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/interp"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // contextsPrefix is the path prefix of the code context endpoints.

@@ -4,9 +4,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/oom"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // outputEvent is a stdout or stderr event.

@@ -10,9 +10,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // streamChunk is the most source bytes of one read/stream chunk event.

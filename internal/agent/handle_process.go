@@ -11,9 +11,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/process"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // processPrefix is the path prefix of the background process endpoints.

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/watch"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // watchHeartbeat is how often an idle watch stream gets an SSE comment line, so that a caller

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 func TestSessionCreateListDelete(t *testing.T) {

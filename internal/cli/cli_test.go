@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // fakeHutchd is a small stand-in for hutchd that emits its documented replies.

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // fakeProcHutchd stands in for hutchd's process and port endpoints (the issue 3 contract's

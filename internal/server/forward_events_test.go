@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hutchdev/hutch/internal/sse"
+	"github.com/hutchdev/hutch/api/v1/sse"
 )
 
 // cutReader returns its text, then a broken connection's error.

@@ -11,11 +11,11 @@ import (
 	"strings"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/sandbox"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // EgressPolicies keeps sandboxes' egress policies (internal/daemon). Validation errors are

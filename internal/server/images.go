@@ -4,9 +4,9 @@ import (
 	"net/http"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/lines"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
@@ -29,7 +29,9 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		req.Name = "default"
 	}
 	out := sse.NewWriter(w)
-	lw := lines.NewWriter(func(line string) { _ = out.Send(v1.ImageBuildProgressEvent{Type: v1.ImageBuildProgress, Message: line}) })
+	lw := lines.NewWriter(func(line string) {
+		_ = out.Send(v1.ImageBuildProgressEvent{Type: v1.ImageBuildProgress, Message: line})
+	})
 	img, err := s.images.Build(r.Context(), req.Name, lw)
 	lw.Flush()
 	if err != nil {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sse"
 )
 
 // TestProcessAcceptance runs acceptance cases P1, P4 and P5 (shared/acceptance/cases.md) and the
