@@ -71,8 +71,8 @@ type Networks interface {
 
 // Egress registers sandboxes with the egress path (DNS, proxy, firewall).
 type Egress interface {
-	AddSandbox(id string, n Net) error
-	RemoveSandbox(id string) error
+	AddSandbox(ctx context.Context, id string, n Net) error
+	RemoveSandbox(ctx context.Context, id string) error
 }
 
 // RootFS mounts and unmounts overlay root filesystems.

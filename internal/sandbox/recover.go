@@ -311,7 +311,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)
 		return false
 	}
-	if err := m.egress.AddSandbox(rec.ID, n); err != nil {
+	if err := m.egress.AddSandbox(ctx, rec.ID, n); err != nil {
 		tr.CloseIdleConnections()
 		m.log.WarnContext(ctx, "adopt: egress", "sandbox_id", rec.ID, "err", err)
 		return false

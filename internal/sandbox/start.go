@@ -133,7 +133,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	// is done the firewall drops the sandbox's packets (unknown source), so this fails closed;
 	// it is joined before the sandbox is reported ready.
 	egressDone := make(chan error, 1)
-	go func() { egressDone <- m.egress.AddSandbox(id, n) }()
+	go func() { egressDone <- m.egress.AddSandbox(ctx, id, n) }()
 	egressJoined := false
 	defer func() {
 		if !egressJoined {
@@ -251,7 +251,7 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 			errs = append(errs, fmt.Errorf("flush disk: %w", err))
 		}
 	}
-	if err := m.egress.RemoveSandbox(id); err != nil {
+	if err := m.egress.RemoveSandbox(ctx, id); err != nil {
 		errs = append(errs, fmt.Errorf("egress: %w", err))
 	}
 	if err := m.nets.Teardown(ctx, id, rec.NetSlot); err != nil {
