@@ -77,14 +77,15 @@ func (m *Manager) Recover(ctx context.Context) error {
 	var errs []error
 	for _, rec := range recs {
 		known[rec.ID] = true
+		was := statusOf(rec)
 		st, ok := byID[rec.ID]
-		if ok && statusOf(rec) == StatusRunning && st.Status == runtime.StatusPaused {
+		if ok && was == StatusRunning && st.Status == runtime.StatusPaused {
 			// Frozen by a snapshot's capture (Capture) that hutchd's death cut short: the
 			// caller got no answer, so the capture is rolled back (its temp files go with the
 			// layer cache's start) and the sandbox thawed and adopted as if never frozen.
 			st = m.thaw(ctx, rec, owner[rec.ID], st)
 		}
-		wake := statusOf(rec) == StatusStarting && m.wakeInFlight(rec.ID)
+		wake := was == StatusStarting && m.wakeInFlight(rec.ID)
 		if wake && ok && st.Status == runtime.StatusRunning {
 			// The restored sandbox runs the image's agent binary, not this hutchd's.
 			if sr, ok := m.readSleepRecord(rec.ID); ok {
@@ -93,7 +94,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 				}
 			}
 		}
-		if (statusOf(rec) == StatusRunning || wake) && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
+		if (was == StatusRunning || wake) && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
 			if a, ok := owner[rec.ID].(runtime.Adopter); ok {
 				a.Adopt(rec.ID)
 			}
@@ -116,14 +117,14 @@ func (m *Manager) Recover(ctx context.Context) error {
 			ran := ok && (st.Status == runtime.StatusRunning || st.Status == runtime.StatusPaused || st.Status == runtime.StatusStopped)
 			m.recoverWake(ctx, rec, ran)
 		}
-		inTransition := statusOf(rec) == StatusStopping || statusOf(rec) == StatusStarting
+		inTransition := was == StatusStopping || was == StatusStarting
 		if err := m.teardown(ctx, rec, inTransition); err != nil {
 			errs = append(errs, err)
 			m.auditRecovered(ctx, rec, "teardown failed", err)
 			continue
 		}
 		switch {
-		case statusOf(rec) == StatusRunning || statusOf(rec) == StatusCreating:
+		case was == StatusRunning || was == StatusCreating:
 			if err := m.transition(ctx, rec.ID, StatusStopped, ""); err != nil {
 				errs = append(errs, err)
 			}
@@ -137,7 +138,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			m.auditRecovered(ctx, rec, "sleeping", nil)
 			// A sleep cut short still leaves its snapshot, as a finished one does (the
 			// snapshotter must be set before Recover for that).
-			if statusOf(rec) == StatusStopping && rec.SnapshotOnSleep {
+			if was == StatusStopping && rec.SnapshotOnSleep {
 				m.snapshotAsleep(ctx, rec)
 			}
 		}

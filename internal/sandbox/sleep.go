@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -221,7 +222,7 @@ func (m *Manager) Sleep(ctx context.Context, id string) (Info, error) {
 	m.mu.Unlock()
 	switch {
 	case inst != nil:
-	case statusOf(rec) == StatusRunning || statusOf(rec) == StatusStopping || statusOf(rec) == StatusStarting:
+	case slices.Contains([]Status{StatusRunning, StatusStopping, StatusStarting}, statusOf(rec)):
 		// Recorded as up but not held here (a teardown that failed earlier): finish it.
 	default:
 		return m.info(rec), nil
@@ -397,6 +398,8 @@ func (m *Manager) reap() {
 // a hold afterwards finds no instance, queues on the ID lock and wakes the sandbox once it is
 // asleep; one that held it before keeps it awake.
 func (m *Manager) sleepIfIdle(id string) {
+	// The reaper's own work has no caller whose context could end it, and a sleep once begun
+	// must finish; Close waits for it instead.
 	ctx := context.Background()
 	unlock := m.lock(id)
 	defer unlock()
