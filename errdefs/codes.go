@@ -30,6 +30,9 @@ const (
 	CodeImageBuildFailed   Code = "IMAGE_BUILD_FAILED"
 	CodeSandboxStartFailed Code = "SANDBOX_START_FAILED"
 	CodeAgentUnavailable   Code = "AGENT_UNAVAILABLE"
+	// CodeSandboxInvalidTransition: a lifecycle move the sandbox's recorded state does not allow
+	// (its state changed under the operation); context {id, from, to}. Nothing was changed.
+	CodeSandboxInvalidTransition Code = "SANDBOX_INVALID_TRANSITION"
 
 	// Runtimes (issue 8). CodeInvalidRuntime: a runtime name hutch does not know (context:
 	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
@@ -176,6 +179,8 @@ var codes = map[Code]codeInfo{
 	CodeImageBuildFailed:   {ErrInternal, http.StatusInternalServerError},
 	CodeSandboxStartFailed: {ErrUnavailable, http.StatusServiceUnavailable},
 	CodeAgentUnavailable:   {ErrUnavailable, http.StatusServiceUnavailable},
+
+	CodeSandboxInvalidTransition: {ErrConflict, http.StatusConflict},
 
 	CodeInvalidRuntime:      {ErrInvalidArgument, http.StatusBadRequest},
 	CodeRuntimeNotAvailable: {ErrFailedPrecondition, http.StatusServiceUnavailable},

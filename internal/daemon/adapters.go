@@ -135,11 +135,13 @@ func (n networks) Sweep(ctx context.Context, keep map[string]int) error {
 // egressAdapter adapts egress.Service to the sandbox manager.
 type egressAdapter struct{ s *egress.Service }
 
-func (e egressAdapter) AddSandbox(id string, n sandbox.Net) error {
-	return e.s.AddSandbox(id, n.HostIf, n.Gateway, n.Addr)
+func (e egressAdapter) AddSandbox(ctx context.Context, id string, n sandbox.Net) error {
+	return e.s.AddSandbox(ctx, id, n.HostIf, n.Gateway, n.Addr)
 }
 
-func (e egressAdapter) RemoveSandbox(id string) error { return e.s.RemoveSandbox(id) }
+func (e egressAdapter) RemoveSandbox(ctx context.Context, id string) error {
+	return e.s.RemoveSandbox(ctx, id)
+}
 
 // overlay adapts package rootfs.
 type overlay struct{}

@@ -48,7 +48,7 @@ func testStore(t *testing.T) *store.Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(context.Background(), store.Sandbox{ID: "sb1", Status: store.StatusRunning}); err != nil {
+	if _, err := st.Insert(context.Background(), store.Sandbox{ID: "sb1", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	return st

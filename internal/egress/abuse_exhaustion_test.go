@@ -108,7 +108,7 @@ func newAbuseAuthority(t *testing.T, ids ...string) *mitm.Authority {
 	}
 	a := mitm.NewAuthority(db, box, 0, nil)
 	for _, id := range ids {
-		if _, err := db.Insert(ctx, store.Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: store.StatusRunning}); err != nil {
+		if _, err := db.Insert(ctx, store.Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: "running"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Ensure(ctx, id, ""); err != nil {

@@ -349,7 +349,7 @@ func (s *Service) Close() error {
 // Re-adding the same registration is a no-op. Errors: errdefs.ErrInvalidArgument for a bad
 // id, interface or non-IPv4 address; errdefs.ErrConflict when id, hostIf or addr is registered
 // differently.
-func (s *Service) AddSandbox(id string, hostIf string, gateway, addr netip.Addr) error {
+func (s *Service) AddSandbox(ctx context.Context, id string, hostIf string, gateway, addr netip.Addr) error {
 	if id == "" || hostIf == "" || !gateway.Is4() || !addr.Is4() {
 		return fmt.Errorf("egress: invalid sandbox %q %q %s %s: %w", id, hostIf, gateway, addr, errdefs.ErrInvalidArgument)
 	}
@@ -371,19 +371,19 @@ func (s *Service) AddSandbox(id string, hostIf string, gateway, addr netip.Addr)
 		}
 	}
 	if s.started {
-		if err := s.fw.AddSandbox(context.Background(), firewall.Sandbox{HostIf: hostIf, Addr: addr}); err != nil {
+		if err := s.fw.AddSandbox(ctx, firewall.Sandbox{HostIf: hostIf, Addr: addr}); err != nil {
 			return err
 		}
 	}
 	s.byID[id] = sb
 	s.byAddr[addr] = sb
-	s.log.Debug("egress sandbox added", "sandbox_id", id, "host_if", hostIf, "addr", addr)
+	s.log.DebugContext(ctx, "egress sandbox added", "sandbox_id", id, "host_if", hostIf, "addr", addr)
 	return nil
 }
 
 // RemoveSandbox unregisters id and closes its open proxied connections. Unknown ids are not an
 // error.
-func (s *Service) RemoveSandbox(id string) error {
+func (s *Service) RemoveSandbox(ctx context.Context, id string) error {
 	s.mu.Lock()
 	sb := s.byID[id]
 	if sb == nil {
@@ -394,13 +394,15 @@ func (s *Service) RemoveSandbox(id string) error {
 	delete(s.byAddr, sb.addr)
 	var err error
 	if s.started {
-		err = s.fw.RemoveSandbox(context.Background(), firewall.Sandbox{HostIf: sb.hostIf, Addr: sb.addr})
+		// Not cut short by ctx: the registry has already forgotten the sandbox, so a delete
+		// cut half-way would leave its element in the set until the next Apply.
+		err = s.fw.RemoveSandbox(context.WithoutCancel(ctx), firewall.Sandbox{HostIf: sb.hostIf, Addr: sb.addr})
 	}
 	s.mu.Unlock()
 	s.proxy.ForgetSandbox(id)
 	s.dns.Forget(id)
 	s.pins.Forget(id)
-	s.log.Debug("egress sandbox removed", "sandbox_id", id)
+	s.log.DebugContext(ctx, "egress sandbox removed", "sandbox_id", id)
 	return err
 }
 

@@ -355,16 +355,17 @@ func TestEgress(t *testing.T) {
 	})
 
 	t.Run("RemoveSandbox", func(t *testing.T) {
-		if err := h.svc.RemoveSandbox("sb2"); err != nil {
+		ctx := t.Context()
+		if err := h.svc.RemoveSandbox(ctx, "sb2"); err != nil {
 			t.Fatal(err)
 		}
 		if _, status, err := curl(sb2, "--max-time", "3", "--resolve", "web.test:80:"+sb2.Gateway.String(), "http://web.test/"); err == nil || status != "000" {
 			t.Errorf("removed sandbox got status %s, %v; want no connection", status, err)
 		}
-		if err := h.svc.RemoveSandbox("sb2"); err != nil {
+		if err := h.svc.RemoveSandbox(ctx, "sb2"); err != nil {
 			t.Errorf("RemoveSandbox again: %v", err)
 		}
-		if err := h.svc.AddSandbox("sb2", sb2.HostIf, sb2.Gateway, sb2.Addr); err != nil {
+		if err := h.svc.AddSandbox(ctx, "sb2", sb2.HostIf, sb2.Gateway, sb2.Addr); err != nil {
 			t.Fatal(err)
 		}
 		if body, status, err := curl(sb2, "--resolve", "web.test:80:"+sb2.Gateway.String(), "http://web.test/back"); err != nil || body != "web:web.test/back" {
@@ -382,10 +383,11 @@ func TestAddSandboxConflicts(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := netip.MustParseAddr
-	if err := svc.AddSandbox("a", "hst1", a("10.99.0.5"), a("10.99.0.6")); err != nil {
+	ctx := t.Context()
+	if err := svc.AddSandbox(ctx, "a", "hst1", a("10.99.0.5"), a("10.99.0.6")); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.AddSandbox("a", "hst1", a("10.99.0.5"), a("10.99.0.6")); err != nil {
+	if err := svc.AddSandbox(ctx, "a", "hst1", a("10.99.0.5"), a("10.99.0.6")); err != nil {
 		t.Errorf("identical re-add: %v", err)
 	}
 	for _, tt := range []struct {
@@ -400,7 +402,7 @@ func TestAddSandboxConflicts(t *testing.T) {
 		{"b", "hst2", "fd00::1", errdefs.ErrInvalidArgument},
 	} {
 		ip, _ := netip.ParseAddr(tt.addr)
-		if err := svc.AddSandbox(tt.id, tt.ifc, a("10.99.0.9"), ip); !errors.Is(err, tt.want) {
+		if err := svc.AddSandbox(ctx, tt.id, tt.ifc, a("10.99.0.9"), ip); !errors.Is(err, tt.want) {
 			t.Errorf("AddSandbox(%q, %q, %s) = %v; want %v", tt.id, tt.ifc, tt.addr, err, tt.want)
 		}
 	}

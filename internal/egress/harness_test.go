@@ -98,7 +98,7 @@ func (h *harness) sandbox(id string, index int, register bool) *netns.Net {
 		h.t.Fatalf("Setup(%s): %v", id, err)
 	}
 	if register {
-		if err := h.svc.AddSandbox(id, n.HostIf, n.Gateway, n.Addr); err != nil {
+		if err := h.svc.AddSandbox(h.t.Context(), id, n.HostIf, n.Gateway, n.Addr); err != nil {
 			h.t.Fatalf("AddSandbox(%s): %v", id, err)
 		}
 	}

@@ -21,11 +21,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"regexp"
 
 	"github.com/vishvananda/netlink"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // RunDir is where named network namespaces are bind-mounted (iproute2's NETNS_RUN_DIR).
@@ -75,9 +75,6 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 }
-
-// idPattern is the sandbox ID grammar (see runtime.Spec.ID); it keeps paths and names safe.
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // New validates cfg, fills defaults and returns a Manager. Errors are errdefs.ErrInvalidArgument.
 func New(cfg Config, log *slog.Logger) (*Manager, error) {
@@ -137,9 +134,11 @@ func (m *Manager) NSPath(id string) string { return RunDir + "/" + m.nsName(id) 
 // HostIf returns the host-side veth name for index.
 func (m *Manager) HostIf(index int) string { return fmt.Sprintf("%s%d", m.cfg.IfPrefix, index) }
 
+// checkID re-checks the sandbox ID grammar (internal/sandboxid), which keeps the namespace's
+// path and names safe, whatever the caller checked.
 func (m *Manager) checkID(id string) error {
-	if !idPattern.MatchString(id) {
-		return fmt.Errorf("netns: invalid sandbox id %q: %w", id, errdefs.ErrInvalidArgument)
+	if err := sandboxid.CheckName(id); err != nil {
+		return fmt.Errorf("netns: %w", err)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ func testStore(t testing.TB, ids ...string) *store.Store {
 	}
 	t.Cleanup(func() { st.Close() })
 	for _, id := range ids {
-		if _, err := st.Insert(ctx, store.Sandbox{ID: id, Status: store.StatusRunning}); err != nil {
+		if _, err := st.Insert(ctx, store.Sandbox{ID: id, Status: "running"}); err != nil {
 			t.Fatal(err)
 		}
 	}

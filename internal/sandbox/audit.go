@@ -85,7 +85,7 @@ func (m *Manager) auditStart(ctx context.Context, rec store.Sandbox, err error) 
 	switch {
 	case err != nil:
 		m.audit(ctx, AuditStartFailed, rec.ID, from, slog.String("error", err.Error()))
-	case rec.Status == store.StatusSleeping:
+	case statusOf(rec) == StatusSleeping:
 		m.audit(ctx, AuditWoke, rec.ID)
 	default:
 		m.audit(ctx, AuditStarted, rec.ID, from)

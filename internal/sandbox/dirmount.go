@@ -132,7 +132,9 @@ func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree strin
 	}
 	gone, err := m.store.PutDirMount(ctx, store.DirMount{SandboxID: id, Path: resolved, BackupID: backupID, MountID: mid})
 	if err != nil {
-		_, _ = m.unmountDirMount(merged, mid)
+		if _, uerr := m.unmountDirMount(merged, mid); uerr != nil {
+			m.log.WarnContext(ctx, "unmount unrecorded directory mount", "sandbox_id", id, "dir", resolved, "err", uerr)
+		}
 		os.RemoveAll(mdir)
 		return "", err
 	}
@@ -267,8 +269,12 @@ func (m *Manager) mountDirs(ctx context.Context, id, merged string, ns *os.File)
 		tree, err := (*src).Tree(ctx, d.BackupID)
 		if errdefs.IsCode(err, errdefs.CodeBackupNotFound) {
 			m.log.ErrorContext(ctx, "restored backup is gone: dropping its mount", "sandbox_id", id, "dir", d.Path, "backup_id", d.BackupID)
-			_ = m.store.DeleteDirMount(ctx, id, d.Path)
-			_ = os.RemoveAll(m.mountDir(id, d.MountID))
+			if err := m.store.DeleteDirMount(ctx, id, d.Path); err != nil {
+				m.log.ErrorContext(ctx, "drop the mount of a gone backup", "sandbox_id", id, "dir", d.Path, "err", err)
+			}
+			if err := os.RemoveAll(m.mountDir(id, d.MountID)); err != nil {
+				m.log.WarnContext(ctx, "remove the mount of a gone backup", "sandbox_id", id, "dir", d.Path, "err", err)
+			}
 			continue
 		}
 		if err != nil {

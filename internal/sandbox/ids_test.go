@@ -8,26 +8,15 @@ import (
 )
 
 func TestValidateID(t *testing.T) {
+	// The grammar's table is internal/sandboxid's; this checks the edge uses all of it.
 	tests := []struct {
 		id   string
 		want errdefs.Code // "" = valid
 	}{
 		{"agent-session-47", ""},
-		{"a", ""},
-		{"0", ""},
-		{strings.Repeat("a", 63), ""},
-		{"", errdefs.CodeInvalidSandboxID},
 		{strings.Repeat("a", 64), errdefs.CodeInvalidSandboxID},
-		{"-abc", errdefs.CodeInvalidSandboxID},
 		{"abc-", errdefs.CodeInvalidSandboxID},
-		{"Abc", errdefs.CodeInvalidSandboxID},
-		{"a_b", errdefs.CodeInvalidSandboxID},
-		{"a.b", errdefs.CodeInvalidSandboxID},
 		{"a/b", errdefs.CodeInvalidSandboxID},
-		{"a\x00b", errdefs.CodeInvalidSandboxID},
-		{"ünï", errdefs.CodeInvalidSandboxID},
-		{"api", errdefs.CodeReservedSandboxID},
-		{"www", errdefs.CodeReservedSandboxID},
 		{"hutch", errdefs.CodeReservedSandboxID},
 	}
 	for _, tt := range tests {

@@ -71,8 +71,8 @@ type Networks interface {
 
 // Egress registers sandboxes with the egress path (DNS, proxy, firewall).
 type Egress interface {
-	AddSandbox(id string, n Net) error
-	RemoveSandbox(id string) error
+	AddSandbox(ctx context.Context, id string, n Net) error
+	RemoveSandbox(ctx context.Context, id string) error
 }
 
 // RootFS mounts and unmounts overlay root filesystems.
@@ -294,7 +294,7 @@ func (m *Manager) lock(id string) func() {
 // Info is a sandbox's public view.
 type Info struct {
 	ID           string
-	Status       store.Status
+	Status       Status
 	Image        string
 	ImageID      string
 	InstanceType string
@@ -332,7 +332,7 @@ type Info struct {
 
 func (m *Manager) info(rec store.Sandbox) Info {
 	in := Info{
-		ID: rec.ID, Status: rec.Status, Image: rec.ImageName, ImageID: rec.Image,
+		ID: rec.ID, Status: statusOf(rec), Image: rec.ImageName, ImageID: rec.Image,
 		InstanceType: rec.InstanceType, EnvVars: rec.EnvVars, CreatedAt: rec.CreatedAt,
 		LastError: rec.LastError, SleepAfter: FormatSleepAfter(rec.SleepAfter), KeepAlive: rec.KeepAlive,
 		Snapshot: rec.Snapshot, Layers: rec.Layers,
@@ -342,7 +342,7 @@ func (m *Manager) info(rec store.Sandbox) Info {
 	if in.Runtime == "" {
 		in.Runtime = RuntimeRunc
 	}
-	if rec.Status == store.StatusSleeping {
+	if statusOf(rec) == StatusSleeping {
 		if sr, ok := m.readSleepRecord(rec.ID); ok {
 			in.SleepMode, in.SleepNote = sr.Mode, sr.Note
 		} else {
@@ -434,7 +434,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 		rec, err = m.store.Insert(ctx, store.Sandbox{
 			ID: opts.ID, Image: img.ID, ImageName: name, InstanceType: it.Name,
 			Layers: opts.Layers, Snapshot: opts.Snapshot,
-			EnvVars: opts.EnvVars, Status: store.StatusCreating,
+			EnvVars: opts.EnvVars, Status: string(StatusCreating),
 			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive, SnapshotOnSleep: opts.SnapshotOnSleep,
 			Runtime: rtName, UserNS: m.cfg.UserNS && rtName == RuntimeRunc,
 		})
@@ -542,8 +542,8 @@ func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if rec.Status == store.StatusRunning {
-		if err := m.store.SetStatus(ctx, id, store.StatusStopping, ""); err != nil {
+	if statusOf(rec) == StatusRunning {
+		if err := m.transition(ctx, id, StatusStopping, ""); err != nil {
 			return Info{}, err
 		}
 	}
@@ -551,14 +551,14 @@ func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
 	defer cancel()
 	if err := m.teardown(ctx, rec, true); err != nil {
-		_ = m.store.SetStatus(ctx, id, store.StatusError, "stop: "+err.Error())
+		m.recordFailure(ctx, id, "stop: "+err.Error())
 		return Info{}, err
 	}
 	m.discardMemory(ctx, id) // a stopped sandbox starts afresh
-	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
+	if err := m.transition(ctx, id, StatusStopped, ""); err != nil {
 		return Info{}, err
 	}
-	rec.Status = store.StatusStopped
+	rec.Status = string(StatusStopped)
 	rec.LastError = ""
 	return m.info(rec), nil
 }
@@ -697,5 +697,9 @@ func (m *Manager) Recheck(ctx context.Context, id string) bool {
 		m.log.ErrorContext(ctx, "teardown after container loss", "sandbox_id", id, "err", err)
 		return false
 	}
-	return m.store.SetStatus(ctx, id, store.StatusStopped, "container exited unexpectedly") == nil
+	if err := m.transition(ctx, id, StatusStopped, "container exited unexpectedly"); err != nil {
+		m.log.ErrorContext(ctx, "record container loss", "sandbox_id", id, "err", err)
+		return false
+	}
+	return true
 }

@@ -154,7 +154,9 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 	err = cp.Checkpoint(cctx, rec.ID, dir)
 	cancel()
 	if err != nil {
-		_ = os.RemoveAll(dir)
+		if rerr := os.RemoveAll(dir); rerr != nil {
+			m.log.WarnContext(ctx, "remove failed checkpoint", "sandbox_id", rec.ID, "err", rerr)
+		}
 		m.log.WarnContext(ctx, "checkpoint failed, sleeping with the disk only", "sandbox_id", rec.ID, "err", err)
 		return disk("gVisor could not checkpoint the sandbox (" + err.Error() + "): processes were stopped and do not restart on wake (only the disk was kept)")
 	}

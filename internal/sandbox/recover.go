@@ -40,7 +40,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	// A memory wake cut short may still have its restore running, orphaned by hutchd's death:
 	// let it finish before the containers are listed (recoverWake decides on what it made).
 	for _, rec := range recs {
-		if rec.Status == store.StatusStarting && m.wakeInFlight(rec.ID) {
+		if statusOf(rec) == StatusStarting && m.wakeInFlight(rec.ID) {
 			m.waitLaunch(ctx, rec)
 		}
 	}
@@ -77,21 +77,24 @@ func (m *Manager) Recover(ctx context.Context) error {
 	var errs []error
 	for _, rec := range recs {
 		known[rec.ID] = true
+		was := statusOf(rec)
 		st, ok := byID[rec.ID]
-		if ok && rec.Status == store.StatusRunning && st.Status == runtime.StatusPaused {
+		if ok && was == StatusRunning && st.Status == runtime.StatusPaused {
 			// Frozen by a snapshot's capture (Capture) that hutchd's death cut short: the
 			// caller got no answer, so the capture is rolled back (its temp files go with the
 			// layer cache's start) and the sandbox thawed and adopted as if never frozen.
 			st = m.thaw(ctx, rec, owner[rec.ID], st)
 		}
-		wake := rec.Status == store.StatusStarting && m.wakeInFlight(rec.ID)
+		wake := was == StatusStarting && m.wakeInFlight(rec.ID)
 		if wake && ok && st.Status == runtime.StatusRunning {
 			// The restored sandbox runs the image's agent binary, not this hutchd's.
 			if sr, ok := m.readSleepRecord(rec.ID); ok {
-				_ = os.WriteFile(m.agentBinPath(rec.ID), []byte(sr.AgentBin), 0o600)
+				if err := os.WriteFile(m.agentBinPath(rec.ID), []byte(sr.AgentBin), 0o600); err != nil {
+					m.log.WarnContext(ctx, "record agent binary", "sandbox_id", rec.ID, "err", err)
+				}
 			}
 		}
-		if (rec.Status == store.StatusRunning || wake) && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
+		if (was == StatusRunning || wake) && ok && st.Status == runtime.StatusRunning && m.adopt(ctx, rec, st) {
 			if a, ok := owner[rec.ID].(runtime.Adopter); ok {
 				a.Adopt(rec.ID)
 			}
@@ -99,7 +102,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 			if wake {
 				// The restore finished after hutchd died: the sandbox runs from its image.
 				m.discardMemory(ctx, rec.ID)
-				if err := m.store.SetStatus(ctx, rec.ID, store.StatusRunning, ""); err != nil {
+				if err := m.transition(ctx, rec.ID, StatusRunning, ""); err != nil {
 					errs = append(errs, err)
 				}
 				m.auditRecovered(ctx, rec, "adopted restored", nil)
@@ -114,28 +117,28 @@ func (m *Manager) Recover(ctx context.Context) error {
 			ran := ok && (st.Status == runtime.StatusRunning || st.Status == runtime.StatusPaused || st.Status == runtime.StatusStopped)
 			m.recoverWake(ctx, rec, ran)
 		}
-		transition := rec.Status == store.StatusStopping || rec.Status == store.StatusStarting
-		if err := m.teardown(ctx, rec, transition); err != nil {
+		inTransition := was == StatusStopping || was == StatusStarting
+		if err := m.teardown(ctx, rec, inTransition); err != nil {
 			errs = append(errs, err)
 			m.auditRecovered(ctx, rec, "teardown failed", err)
 			continue
 		}
 		switch {
-		case rec.Status == store.StatusRunning || rec.Status == store.StatusCreating:
-			if err := m.store.SetStatus(ctx, rec.ID, store.StatusStopped, ""); err != nil {
+		case was == StatusRunning || was == StatusCreating:
+			if err := m.transition(ctx, rec.ID, StatusStopped, ""); err != nil {
 				errs = append(errs, err)
 			}
 			m.auditRecovered(ctx, rec, "stopped", nil)
-		case transition:
+		case inTransition:
 			m.log.InfoContext(ctx, "finished an interrupted transition as sleeping", "sandbox_id", rec.ID, "was", rec.Status)
-			if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
+			if err := m.transition(ctx, rec.ID, StatusSleeping, ""); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			m.auditRecovered(ctx, rec, "sleeping", nil)
 			// A sleep cut short still leaves its snapshot, as a finished one does (the
 			// snapshotter must be set before Recover for that).
-			if rec.Status == store.StatusStopping && rec.SnapshotOnSleep {
+			if was == StatusStopping && rec.SnapshotOnSleep {
 				m.snapshotAsleep(ctx, rec)
 			}
 		}
@@ -309,7 +312,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)
 		return false
 	}
-	if err := m.egress.AddSandbox(rec.ID, n); err != nil {
+	if err := m.egress.AddSandbox(ctx, rec.ID, n); err != nil {
 		tr.CloseIdleConnections()
 		m.log.WarnContext(ctx, "adopt: egress", "sandbox_id", rec.ID, "err", err)
 		return false

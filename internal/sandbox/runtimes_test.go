@@ -93,11 +93,11 @@ func TestSleepNote(t *testing.T) {
 		cases[1].want = "this sleep kept the disk only"
 	}
 	for _, c := range cases {
-		in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusSleeping})
+		in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: string(StatusSleeping)})
 		if in.SleepMode != SleepModeDisk || !strings.Contains(in.SleepNote, c.want) {
 			t.Errorf("%s: sleepMode %q, sleepNote %q; want disk and %q", c.runtime, in.SleepMode, in.SleepNote, c.want)
 		}
-		if in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: store.StatusRunning}); in.SleepMode != "" || in.SleepNote != "" {
+		if in := m.info(store.Sandbox{ID: "s", Runtime: c.runtime, Status: string(StatusRunning)}); in.SleepMode != "" || in.SleepNote != "" {
 			t.Errorf("%s running: sleepMode %q, sleepNote %q; want none", c.runtime, in.SleepMode, in.SleepNote)
 		}
 	}
@@ -113,7 +113,7 @@ func TestSleepNote(t *testing.T) {
 		if err := m.writeSleepRecord("s", r); err != nil {
 			t.Fatal(err)
 		}
-		in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeGVisor, Status: store.StatusSleeping})
+		in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeGVisor, Status: string(StatusSleeping)})
 		if in.SleepMode != r.Mode || in.SleepNote != r.Note {
 			t.Errorf("record %+v: sleepMode %q, sleepNote %q", r, in.SleepMode, in.SleepNote)
 		}
@@ -122,7 +122,7 @@ func TestSleepNote(t *testing.T) {
 	if err := os.WriteFile(m.sleepRecPath("s"), []byte(`{"mode":"swap"}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeRunc, Status: store.StatusSleeping}); in.SleepMode != SleepModeDisk || !strings.Contains(in.SleepNote, "cannot checkpoint") {
+	if in := m.info(store.Sandbox{ID: "s", Runtime: RuntimeRunc, Status: string(StatusSleeping)}); in.SleepMode != SleepModeDisk || !strings.Contains(in.SleepNote, "cannot checkpoint") {
 		t.Errorf("bad record: sleepMode %q, sleepNote %q", in.SleepMode, in.SleepNote)
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,7 +222,7 @@ func (m *Manager) Sleep(ctx context.Context, id string) (Info, error) {
 	m.mu.Unlock()
 	switch {
 	case inst != nil:
-	case rec.Status == store.StatusRunning || rec.Status == store.StatusStopping || rec.Status == store.StatusStarting:
+	case slices.Contains([]Status{StatusRunning, StatusStopping, StatusStarting}, statusOf(rec)):
 		// Recorded as up but not held here (a teardown that failed earlier): finish it.
 	default:
 		return m.info(rec), nil
@@ -245,7 +247,7 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 	if inst != nil {
 		inst.transport.CloseIdleConnections()
 	}
-	if err := m.store.SetStatus(ctx, rec.ID, store.StatusStopping, ""); err != nil {
+	if err := m.transition(ctx, rec.ID, StatusStopping, ""); err != nil {
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox going to sleep", "sandbox_id", rec.ID, "reason", reason)
@@ -254,7 +256,7 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 		m.log.ErrorContext(ctx, "sleep failed", "sandbox_id", rec.ID, "err", err)
 		m.discardMemory(ctx, rec.ID)
 		m.auditSleep(ctx, rec.ID, reason, "", err)
-		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, "sleep: "+err.Error())
+		m.recordFailure(ctx, rec.ID, "sleep: "+err.Error())
 		return err
 	}
 	if err := m.writeSleepRecord(rec.ID, sr); err != nil {
@@ -262,7 +264,7 @@ func (m *Manager) putToSleep(ctx context.Context, rec store.Sandbox, inst *insta
 		m.discardMemory(ctx, rec.ID) // without its record an image is never restored
 		sr.Mode = SleepModeDisk
 	}
-	if err := m.store.SetStatus(ctx, rec.ID, store.StatusSleeping, ""); err != nil {
+	if err := m.transition(ctx, rec.ID, StatusSleeping, ""); err != nil {
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox sleeping", "sandbox_id", rec.ID)
@@ -312,7 +314,9 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	if err != nil {
 		m.log.ErrorContext(ctx, "snapshot at sleep failed", "sandbox_id", rec.ID, "err", err)
 		m.auditSleepSnapshot(ctx, rec.ID, "", err)
-		_ = m.store.SetSleepSnapshot(ctx, rec.ID, "", err.Error())
+		if rerr := m.store.SetSleepSnapshot(ctx, rec.ID, "", err.Error()); rerr != nil {
+			m.log.ErrorContext(ctx, "record failed snapshot at sleep", "sandbox_id", rec.ID, "err", rerr)
+		}
 		return
 	}
 	if err := m.store.SetSleepSnapshot(ctx, rec.ID, id, ""); err != nil {
@@ -394,6 +398,8 @@ func (m *Manager) reap() {
 // a hold afterwards finds no instance, queues on the ID lock and wakes the sandbox once it is
 // asleep; one that held it before keeps it awake.
 func (m *Manager) sleepIfIdle(id string) {
+	// The reaper's own work has no caller whose context could end it, and a sleep once begun
+	// must finish; Close waits for it instead.
 	ctx := context.Background()
 	unlock := m.lock(id)
 	defer unlock()
@@ -414,7 +420,9 @@ func (m *Manager) sleepIfIdle(id string) {
 	if !idle {
 		return
 	}
-	_ = m.putToSleep(ctx, rec, inst, "idle for "+FormatSleepAfter(time.Duration(inst.sleepAfter.Load())))
+	if err := m.putToSleep(ctx, rec, inst, "idle for "+FormatSleepAfter(time.Duration(inst.sleepAfter.Load()))); err != nil {
+		m.log.WarnContext(ctx, "idle sleep", "sandbox_id", id, "err", err) // the reaper has no caller to tell
+	}
 }
 
 // syncDir flushes the file system that holds dir to disk (syncfs(2)). A missing dir is no
@@ -422,7 +430,7 @@ func (m *Manager) sleepIfIdle(id string) {
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -267,15 +268,15 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
-	if err := m.store.SetStatus(ctx, id, store.StatusStopping, ""); err != nil {
+	if err := m.transition(ctx, id, StatusStopping, ""); err != nil {
 		return Info{}, err
 	}
 	m.discardMemory(ctx, id) // the disk is about to change: its memory image is worthless
 	if err := m.teardown(ctx, rec, false); err != nil {
-		_ = m.store.SetStatus(ctx, id, store.StatusError, "reset disk: "+err.Error())
+		m.recordFailure(ctx, id, "reset disk: "+err.Error())
 		return Info{}, err
 	}
-	if err := m.store.SetStatus(ctx, id, store.StatusStopped, ""); err != nil {
+	if err := m.transition(ctx, id, StatusStopped, ""); err != nil {
 		return Info{}, err
 	}
 	dir := m.sandboxDir(id)
@@ -287,7 +288,7 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 	_, _ = rand.Read(suffix)
 	for _, d := range []string{"upper", "work"} {
 		old := filepath.Join(dir, "."+d+"-old-"+hex.EncodeToString(suffix))
-		if err := os.Rename(filepath.Join(dir, d), old); err != nil && !os.IsNotExist(err) {
+		if err := os.Rename(filepath.Join(dir, d), old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return Info{}, fmt.Errorf("reset disk of %s: %w", id, err)
 		}
 		defer os.RemoveAll(old)

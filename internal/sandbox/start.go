@@ -40,20 +40,24 @@ func (m *Manager) ensureLocked(ctx context.Context, rec store.Sandbox, progress 
 	// would be torn down again. It has its own deadline instead.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
 	defer cancel()
-	if rec.Status != store.StatusCreating && rec.Status != store.StatusStarting {
+	if st := statusOf(rec); st != StatusCreating && st != StatusStarting {
 		// Waking (from sleeping) or starting (from stopped or error): visible while it runs.
-		if err := m.store.SetStatus(ctx, rec.ID, store.StatusStarting, ""); err != nil {
+		if err := m.transition(ctx, rec.ID, StatusStarting, ""); err != nil {
 			return err
 		}
-		if rec.Status == store.StatusSleeping {
+		if st == StatusSleeping {
 			m.log.InfoContext(ctx, "waking sandbox", "sandbox_id", rec.ID)
 		}
 	}
 	if err := m.start(ctx, rec, progress); err != nil {
 		m.log.ErrorContext(ctx, "sandbox start failed", "sandbox_id", rec.ID, "err", err)
 		m.auditStart(ctx, rec, err)
-		_ = m.teardown(ctx, rec, false)
-		_ = m.store.SetStatus(ctx, rec.ID, store.StatusError, err.Error())
+		if terr := m.teardown(ctx, rec, false); terr != nil {
+			// The next start tears down again (teardown is idempotent); the error record says
+			// why this one failed.
+			m.log.ErrorContext(ctx, "teardown after failed start", "sandbox_id", rec.ID, "err", terr)
+		}
+		m.recordFailure(ctx, rec.ID, err.Error())
 		if errdefs.CodeOf(err) == errdefs.CodeInternal {
 			return errdefs.Wrap(errdefs.CodeSandboxStartFailed, err, "start sandbox "+strconv.Quote(rec.ID)).With("id", rec.ID)
 		}
@@ -129,7 +133,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	// is done the firewall drops the sandbox's packets (unknown source), so this fails closed;
 	// it is joined before the sandbox is reported ready.
 	egressDone := make(chan error, 1)
-	go func() { egressDone <- m.egress.AddSandbox(id, n) }()
+	go func() { egressDone <- m.egress.AddSandbox(ctx, id, n) }()
 	egressJoined := false
 	defer func() {
 		if !egressJoined {
@@ -169,7 +173,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	}
 	tr := m.agentTransport(id, n.NSPath, tcpAgent)
 	wait := func() error { return waitAgent(ctx, tr, m.cfg.AgentTimeout) }
-	st, agentBin, restored, err := m.runContainer(ctx, rt, spec, rec.Status == store.StatusSleeping, tr, wait)
+	st, agentBin, restored, err := m.runContainer(ctx, rt, spec, statusOf(rec) == StatusSleeping, tr, wait)
 	for _, f := range agentFiles {
 		f.Close() // the agent holds the only copy now: it dies with the agent
 	}
@@ -196,7 +200,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	m.mu.Lock()
 	m.instances[id] = inst
 	m.mu.Unlock()
-	if err := m.store.SetStatus(ctx, id, store.StatusRunning, ""); err != nil {
+	if err := m.transition(ctx, id, StatusRunning, ""); err != nil {
 		return err
 	}
 	m.log.InfoContext(ctx, "sandbox running", "sandbox_id", id, "pid", st.Pid, "address", n.Addr.String(), "restored", restored)
@@ -247,7 +251,7 @@ func (m *Manager) teardown(ctx context.Context, rec store.Sandbox, flush bool) e
 			errs = append(errs, fmt.Errorf("flush disk: %w", err))
 		}
 	}
-	if err := m.egress.RemoveSandbox(id); err != nil {
+	if err := m.egress.RemoveSandbox(ctx, id); err != nil {
 		errs = append(errs, fmt.Errorf("egress: %w", err))
 	}
 	if err := m.nets.Teardown(ctx, id, rec.NetSlot); err != nil {

@@ -47,7 +47,7 @@ func secretsServer(t *testing.T) (*httptest.Server, *client.Client, *bytes.Buffe
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: store.StatusStopped}); err != nil {
+	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "stopped"}); err != nil {
 		t.Fatal(err)
 	}
 	box, err := secret.LoadOrCreateKey(filepath.Join(dir, "keys", "master.key"))

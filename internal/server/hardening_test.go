@@ -35,7 +35,7 @@ func hardenedServer(t *testing.T, configure func(*Server)) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: store.StatusStopped}); err != nil {
+	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "stopped"}); err != nil {
 		t.Fatal(err)
 	}
 	s := New(slog.New(slog.DiscardHandler), testToken, nil, nil, preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil), "test")

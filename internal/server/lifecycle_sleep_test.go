@@ -25,7 +25,7 @@ func sleepServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: store.StatusSleeping, InstanceType: "lite"}); err != nil {
+	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "sleeping", InstanceType: "lite"}); err != nil {
 		t.Fatal(err)
 	}
 	agent := filepath.Join(dir, "agent-binary")

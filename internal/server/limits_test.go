@@ -32,7 +32,7 @@ func limitsServer(t *testing.T) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: store.StatusStopped, InstanceType: "lite"}); err != nil {
+	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "stopped", InstanceType: "lite"}); err != nil {
 		t.Fatal(err)
 	}
 	agent := filepath.Join(dir, "agent-binary")

@@ -29,7 +29,7 @@ func portsServer(t *testing.T, ports bool) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: store.StatusStopped}); err != nil {
+	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "stopped"}); err != nil {
 		t.Fatal(err)
 	}
 	var p Ports

@@ -11,7 +11,6 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/snapshot"
-	"github.com/hutchdev/hutch/internal/store"
 )
 
 // TestToSandboxJSON pins the JSON of a sandbox's record: the keys and values the API sent when
@@ -23,11 +22,11 @@ func TestToSandboxJSON(t *testing.T) {
 		in   sandbox.Info
 		want string
 	}{
-		{"minimal", sandbox.Info{ID: "a", Status: store.StatusStopped, Image: "default", InstanceType: "lite",
+		{"minimal", sandbox.Info{ID: "a", Status: sandbox.StatusStopped, Image: "default", InstanceType: "lite",
 			CreatedAt: at, SleepAfter: "10m", Runtime: "runc"},
 			`{"id":"a","status":"stopped","image":"default","instanceType":"lite","envVars":null,` +
 				`"createdAt":"2025-01-02T03:04:05Z","sleepAfter":"10m","keepAlive":false,"snapshotOnSleep":false,"runtime":"runc"}`},
-		{"full", sandbox.Info{ID: "b", Status: store.StatusSleeping, Image: "default", ImageID: "sha256-i", InstanceType: "basic",
+		{"full", sandbox.Info{ID: "b", Status: sandbox.StatusSleeping, Image: "default", ImageID: "sha256-i", InstanceType: "basic",
 			EnvVars: map[string]string{"K": "V"}, CreatedAt: at, StartedAt: &at, Address: "10.88.0.2", LastError: "e",
 			LastActivityAt: &at, SleepAfter: "30s", KeepAlive: true, Snapshot: "sha256-s", Layers: []string{"l1"},
 			SnapshotOnSleep: true, LastSnapshot: "sha256-t", LastSnapshotError: "f", Runtime: "gvisor",

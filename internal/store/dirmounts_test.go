@@ -11,7 +11,7 @@ import (
 func TestDirMounts(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if _, err := s.Insert(ctx, Sandbox{ID: "sb1", Status: StatusRunning}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "sb1", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.PutDirMount(ctx, DirMount{SandboxID: "nope", Path: "/workspace/a", BackupID: "b", MountID: "m"}); !errors.Is(err, errdefs.ErrNotFound) {

@@ -10,7 +10,7 @@ import (
 func TestEgressPolicies(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if _, err := s.Insert(ctx, Sandbox{ID: "sb1", Status: StatusRunning}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "sb1", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.PutEgressPolicy(ctx, "nope", `{}`); !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {

@@ -15,7 +15,7 @@ func TestIDBaseAllocation(t *testing.T) {
 	defer s.Close()
 	insert := func(id string, userns bool) Sandbox {
 		t.Helper()
-		sb, err := s.Insert(ctx, Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: StatusCreating, UserNS: userns})
+		sb, err := s.Insert(ctx, Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: "creating", UserNS: userns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestIDBaseExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Insert(ctx, Sandbox{ID: "last", Image: "i", ImageName: "d", InstanceType: "lite", Status: StatusCreating, UserNS: true}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "last", Image: "i", ImageName: "d", InstanceType: "lite", Status: "creating", UserNS: true}); err != nil {
 		t.Fatal(err)
 	}
 	// Fill the gap below the last range artificially: move "last" to the top and claim all
@@ -79,12 +79,12 @@ func TestIDBaseExhausted(t *testing.T) {
 		FirstIDBase, IDRangeSize, IDRangeSize, MaxIDBase); err != nil {
 		t.Fatal(err)
 	}
-	_, err = s.Insert(ctx, Sandbox{ID: "one-more", Image: "i", ImageName: "d", InstanceType: "lite", Status: StatusCreating, UserNS: true})
+	_, err = s.Insert(ctx, Sandbox{ID: "one-more", Image: "i", ImageName: "d", InstanceType: "lite", Status: "creating", UserNS: true})
 	if err == nil {
 		t.Fatal("insert past the last range succeeded")
 	}
 	// Without a user namespace a sandbox still fits.
-	if _, err := s.Insert(ctx, Sandbox{ID: "plain", Image: "i", ImageName: "d", InstanceType: "lite", Status: StatusCreating}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "plain", Image: "i", ImageName: "d", InstanceType: "lite", Status: "creating"}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -23,7 +23,7 @@ func TestPorts(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
 	for _, id := range []string{"a", "b"} {
-		if _, err := s.Insert(ctx, Sandbox{ID: id, Status: StatusRunning}); err != nil {
+		if _, err := s.Insert(ctx, Sandbox{ID: id, Status: "running"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestPorts(t *testing.T) {
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM exposed_ports WHERE sandbox_id = 'a'`).Scan(&n); err != nil || n != 0 {
 		t.Fatalf("ports left after Delete = %d, %v; want 0", n, err)
 	}
-	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: StatusRunning}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	if list, err := s.ListPorts(ctx, "a"); err != nil || len(list) != 0 {
@@ -118,7 +118,7 @@ func TestPortsSurviveReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: StatusRunning}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.InsertPort(ctx, Port{SandboxID: "a", Port: 8080, Token: "t"}); err != nil {
@@ -140,7 +140,7 @@ func TestPortsSurviveReopen(t *testing.T) {
 func TestInsertPortConcurrent(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t)
-	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: StatusRunning}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "a", Status: "running"}); err != nil {
 		t.Fatal(err)
 	}
 	const n = 20

@@ -17,7 +17,7 @@ func TestSandboxRuntimeColumn(t *testing.T) {
 		{"dflt", "", "runc"},
 		{"gv", "gvisor", "gvisor"},
 	} {
-		if _, err := s.Insert(ctx, Sandbox{ID: tc.id, Status: StatusCreating, Runtime: tc.give}); err != nil {
+		if _, err := s.Insert(ctx, Sandbox{ID: tc.id, Status: "creating", Runtime: tc.give}); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.Get(ctx, tc.id)

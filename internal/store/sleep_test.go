@@ -17,14 +17,14 @@ func TestSleepSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	a, err := s.Insert(ctx, Sandbox{ID: "a", Image: "img", ImageName: "default", InstanceType: "lite", Status: StatusCreating})
+	a, err := s.Insert(ctx, Sandbox{ID: "a", Image: "img", ImageName: "default", InstanceType: "lite", Status: "creating"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.SleepAfter != DefaultSleepAfter || a.KeepAlive {
 		t.Fatalf("Insert defaults = %s %v; want %s false", a.SleepAfter, a.KeepAlive, DefaultSleepAfter)
 	}
-	if _, err := s.Insert(ctx, Sandbox{ID: "b", Image: "img", Status: StatusCreating, SleepAfter: 3 * time.Second, KeepAlive: true}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "b", Image: "img", Status: "creating", SleepAfter: 3 * time.Second, KeepAlive: true}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.Get(ctx, "b")
@@ -43,10 +43,12 @@ func TestSleepSettings(t *testing.T) {
 	if err := s.SetSleepSettings(ctx, "b", 0, false); !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
 		t.Fatalf("zero sleepAfter: %v", err)
 	}
-	for _, st := range []Status{StatusStarting, StatusStopping, StatusSleeping} {
-		if err := s.SetStatus(ctx, "b", st, ""); err != nil {
-			t.Fatal(err)
+	from := "creating"
+	for _, st := range []string{"starting", "stopping", "sleeping"} {
+		if ok, _, err := s.SetStatus(ctx, "b", StatusChange{To: st, From: []string{from}}); err != nil || !ok {
+			t.Fatal(ok, err)
 		}
+		from = st
 		if b, _ = s.Get(ctx, "b"); b.Status != st {
 			t.Fatalf("status = %s; want %s", b.Status, st)
 		}
@@ -76,7 +78,7 @@ func TestSleepMigrationKeepsRows(t *testing.T) {
 	}
 	defer s.Close()
 	old, err := s.Get(ctx, "old")
-	if err != nil || old.SleepAfter != DefaultSleepAfter || old.KeepAlive || old.Status != StatusStopped {
+	if err != nil || old.SleepAfter != DefaultSleepAfter || old.KeepAlive || old.Status != "stopped" {
 		t.Fatalf("Get(old) = %+v, %v", old, err)
 	}
 }
@@ -88,7 +90,7 @@ func TestSleepSnapshotFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Insert(ctx, Sandbox{ID: "a", Image: "img", Status: StatusCreating, SnapshotOnSleep: true}); err != nil {
+	if _, err := s.Insert(ctx, Sandbox{ID: "a", Image: "img", Status: "creating", SnapshotOnSleep: true}); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := s.Get(ctx, "a"); err != nil || !a.SnapshotOnSleep || a.LastSnapshot != "" {

@@ -16,10 +16,10 @@ func TestDiskLayers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.Insert(ctx, Sandbox{ID: "plain", Image: "img", ImageName: "default", InstanceType: "lite", Status: StatusCreating}); err != nil {
+	if _, err := st.Insert(ctx, Sandbox{ID: "plain", Image: "img", ImageName: "default", InstanceType: "lite", Status: "creating"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Insert(ctx, Sandbox{ID: "fork", Image: "img", ImageName: "default", InstanceType: "lite", Status: StatusCreating,
+	if _, err := st.Insert(ctx, Sandbox{ID: "fork", Image: "img", ImageName: "default", InstanceType: "lite", Status: "creating",
 		Layers: []string{"sha256-b", "sha256-a"}, Snapshot: "sha256-s"}); err != nil {
 		t.Fatal(err)
 	}

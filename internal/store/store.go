@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -21,23 +22,6 @@ import (
 
 // MaxNetSlots is the number of network slots (one /30 each in a /16).
 const MaxNetSlots = 16384
-
-// Status is a sandbox's recorded lifecycle state.
-type Status string
-
-// Sandbox states. Transitions: creating → running; running → stopping → sleeping (idle or
-// asked to sleep) or stopped (explicit stop); sleeping/stopped/error → starting → running; any →
-// destroyed (row deleted). "error" records a failed start; the next request retries. stopping
-// and starting are written while the transition runs, so list and status show it.
-const (
-	StatusCreating Status = "creating"
-	StatusStarting Status = "starting"
-	StatusRunning  Status = "running"
-	StatusStopping Status = "stopping"
-	StatusSleeping Status = "sleeping"
-	StatusStopped  Status = "stopped"
-	StatusError    Status = "error"
-)
 
 // DefaultSleepAfter is a sandbox's idle time before it sleeps when its creator set none.
 const DefaultSleepAfter = 10 * time.Minute
@@ -49,12 +33,14 @@ type Sandbox struct {
 	ImageName    string // name the caller asked for ("default")
 	InstanceType string
 	EnvVars      map[string]string
-	Status       Status
-	NetSlot      int
-	LastError    string
-	CreatedAt    time.Time
-	StartedAt    time.Time // zero when never started
-	UpdatedAt    time.Time
+	// Status is the lifecycle state, as text: internal/sandbox owns the states and the moves
+	// between them (SetStatus writes them).
+	Status    string
+	NetSlot   int
+	LastError string
+	CreatedAt time.Time
+	StartedAt time.Time // zero when never started
+	UpdatedAt time.Time
 	// SleepAfter is the idle time after which the sandbox sleeps (0 in Insert means
 	// DefaultSleepAfter); KeepAlive disables sleeping. See sleep.go.
 	SleepAfter time.Duration
@@ -306,7 +292,7 @@ func (s *Store) Insert(ctx context.Context, sb Sandbox) (Sandbox, error) {
 	_, err = tx.ExecContext(ctx, `INSERT INTO sandboxes
 		(id, image, image_name, instance_type, env_json, status, net_slot, last_error, created_at, started_at, updated_at, sleep_after_ms, keep_alive, layers_json, snapshot, snapshot_on_sleep, runtime, id_base)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), string(sb.Status), sb.NetSlot,
+		sb.ID, sb.Image, sb.ImageName, sb.InstanceType, string(env), sb.Status, sb.NetSlot,
 		sb.LastError, now.UnixNano(), unixNano(sb.StartedAt), now.UnixNano(), sb.SleepAfter.Milliseconds(), sb.KeepAlive,
 		layers, sb.Snapshot, sb.SnapshotOnSleep, sb.Runtime, sb.IDBase)
 	if err != nil {
@@ -372,24 +358,47 @@ func (s *Store) List(ctx context.Context) ([]Sandbox, error) {
 	return out, rows.Err()
 }
 
-// SetStatus records a new status (and the error text for StatusError). Moving to running
-// stamps StartedAt.
-func (s *Store) SetStatus(ctx context.Context, id string, st Status, lastError string) error {
+// StatusChange is one write of a sandbox's status (SetStatus).
+type StatusChange struct {
+	To        string   // the new status
+	LastError string   // recorded with it; "" clears it
+	From      []string // the write happens only while the recorded status is one of these
+	Started   bool     // stamp StartedAt with now
+}
+
+// SetStatus writes ch on sandbox id's record if, and only if, its recorded status is one of
+// ch.From (none: it never writes), in one statement: two writers cannot both move a record from
+// the same status. It reports whether it wrote and, when it did not, the recorded status.
+// Unknown id → errdefs.CodeSandboxNotFound.
+func (s *Store) SetStatus(ctx context.Context, id string, ch StatusChange) (written bool, current string, err error) {
 	now := time.Now().UTC().UnixNano()
-	q := `UPDATE sandboxes SET status = ?, last_error = ?, updated_at = ? WHERE id = ?`
-	args := []any{string(st), lastError, now, id}
-	if st == StatusRunning {
-		q = `UPDATE sandboxes SET status = ?, last_error = ?, updated_at = ?, started_at = ? WHERE id = ?`
-		args = []any{string(st), lastError, now, now, id}
+	set := `status = ?, last_error = ?, updated_at = ?`
+	args := []any{ch.To, ch.LastError, now}
+	if ch.Started {
+		set += `, started_at = ?`
+		args = append(args, now)
 	}
-	res, err := s.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return fmt.Errorf("store: set status %s: %w", id, err)
+	args = append(args, id)
+	for _, f := range ch.From {
+		args = append(args, f)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id).With("id", id)
+	if len(ch.From) > 0 {
+		in := strings.TrimSuffix(strings.Repeat("?, ", len(ch.From)), ", ")
+		res, err := s.db.ExecContext(ctx, `UPDATE sandboxes SET `+set+` WHERE id = ? AND status IN (`+in+`)`, args...)
+		if err != nil {
+			return false, "", fmt.Errorf("store: set status %s: %w", id, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return true, "", nil
+		}
 	}
-	return nil
+	if err := s.db.QueryRowContext(ctx, `SELECT status FROM sandboxes WHERE id = ?`, id).Scan(&current); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, "", errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id).With("id", id)
+		}
+		return false, "", fmt.Errorf("store: set status %s: %w", id, err)
+	}
+	return false, current, nil
 }
 
 // Delete removes the record of id; unknown IDs are not an error.
@@ -407,12 +416,12 @@ type scanner interface{ Scan(dest ...any) error }
 func scan(r scanner) (Sandbox, error) {
 	var (
 		sb                        Sandbox
-		env, status               string
+		env                       string
 		created, started, updated int64
 		sleepAfterMS              int64
 		layers                    string
 	)
-	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &status, &sb.NetSlot,
+	err := r.Scan(&sb.ID, &sb.Image, &sb.ImageName, &sb.InstanceType, &env, &sb.Status, &sb.NetSlot,
 		&sb.LastError, &created, &started, &updated, &sleepAfterMS, &sb.KeepAlive, &layers, &sb.Snapshot,
 		&sb.SnapshotOnSleep, &sb.LastSnapshot, &sb.LastSnapshotError, &sb.Runtime, &sb.IDBase)
 	if err != nil {
@@ -427,7 +436,6 @@ func scan(r scanner) (Sandbox, error) {
 	if err := json.Unmarshal([]byte(layers), &sb.Layers); err != nil {
 		return Sandbox{}, fmt.Errorf("store: sandbox %s layers: %w", sb.ID, err)
 	}
-	sb.Status = Status(status)
 	sb.CreatedAt = fromNano(created)
 	sb.StartedAt = fromNano(started)
 	sb.UpdatedAt = fromNano(updated)

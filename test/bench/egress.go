@@ -159,7 +159,7 @@ func setupEgress(ctx context.Context, work string) (env *egressEnv, stop func() 
 		return nil, nil, err
 	}
 	undo = append(undo, db.Close)
-	if _, err := db.Insert(ctx, store.Sandbox{ID: egressSandbox, Image: "bench", ImageName: "default", InstanceType: "standard-1", Status: store.StatusRunning}); err != nil {
+	if _, err := db.Insert(ctx, store.Sandbox{ID: egressSandbox, Image: "bench", ImageName: "default", InstanceType: "standard-1", Status: "running"}); err != nil {
 		return nil, nil, err
 	}
 	box, err := secret.LoadOrCreateKey(filepath.Join(work, "keys", "master.key"))
@@ -215,7 +215,7 @@ func setupEgress(ctx context.Context, work string) (env *egressEnv, stop func() 
 		return nil, nil, err
 	}
 	undo = append(undo, func() error { return mgr.Teardown(context.Background(), egressSandbox) })
-	if err := svc.AddSandbox(egressSandbox, sb.HostIf, sb.Gateway, sb.Addr); err != nil {
+	if err := svc.AddSandbox(ctx, egressSandbox, sb.HostIf, sb.Gateway, sb.Addr); err != nil {
 		return nil, nil, err
 	}
 	return &egressEnv{inet: inet, svc: svc, auth: auth, sb: sb, bundle: bundle}, stop, nil

@@ -100,7 +100,7 @@ func newAuthority(t *testing.T, ids ...string) (*Authority, *store.Store, string
 	}
 	t.Cleanup(func() { db.Close() })
 	for _, id := range ids {
-		if _, err := db.Insert(ctx, store.Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: store.StatusCreating}); err != nil {
+		if _, err := db.Insert(ctx, store.Sandbox{ID: id, Image: "img", ImageName: "default", InstanceType: "lite", Status: "creating"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,11 +13,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // Host is what the generated spec depends on, probed once with ProbeHost.
@@ -100,13 +101,12 @@ type Builder struct {
 	CgroupParent string
 }
 
-var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-
-// CheckID fails with errdefs.ErrInvalidArgument unless id is 1–63 of [a-z0-9-] starting with a
-// letter or digit (a container ID, or a cgroup parent name).
+// CheckID fails with errdefs.ErrInvalidArgument unless id follows the sandbox ID grammar
+// (internal/sandboxid: 1–63 of [a-z0-9-], no hyphen at either end): a container ID, or a cgroup
+// parent name. Reserved names are the API's concern, not a path's: "hutch" is a fine parent.
 func CheckID(id string) error {
-	if !idPattern.MatchString(id) {
-		return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid container id %q (want 1-63 of [a-z0-9-])", id)
+	if err := sandboxid.CheckName(id); err != nil {
+		return errdefs.Wrap(errdefs.CodeInvalidArgument, err, "invalid container id "+strconv.Quote(id))
 	}
 	return nil
 }

@@ -2,6 +2,8 @@ package runsc
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -35,7 +37,7 @@ func (r *Runtime) liftCPUQuota(id string) (restore func()) {
 				return func() {}
 			}
 			return func() {
-				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !os.IsNotExist(err) {
+				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					r.log.Warn("memory guard: restore the CPU quota", "id", id, "err", err)
 				}
 			}
