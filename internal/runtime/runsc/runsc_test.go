@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/runtime/runsc/guard"
 )
 
 // env is one test's runtime, image and overlay scratch space.
@@ -211,20 +212,20 @@ func TestContainerLifecycle(t *testing.T) {
 		if strings.Contains(d, "/pids/") {
 			// The sandbox's 64 are enforced in the Sentry (TestPidsLimitInSentry); the host
 			// cgroup has room for the Sentry's threads and stubs too.
-			if b, err := os.ReadFile(filepath.Join(d, "pids.max")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(runsc.SentryPids(64), 10) {
-				t.Errorf("pids.max = %q, %v; want %d", b, err, runsc.SentryPids(64))
+			if b, err := os.ReadFile(filepath.Join(d, "pids.max")); err != nil || strings.TrimSpace(string(b)) != strconv.FormatInt(guard.SentryPids(64), 10) {
+				t.Errorf("pids.max = %q, %v; want %d", b, err, guard.SentryPids(64))
 			}
 		}
 		// The sandbox's 256 MiB are enforced by hutchd's agent and memory guard; the host
 		// cgroup has room for the Sentry's own memory too.
 		for _, f := range []string{"memory.max", "memory.limit_in_bytes"} {
-			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil && strings.TrimSpace(string(b)) != strconv.FormatInt(runsc.SentryMemory(256<<20, 64), 10) {
-				t.Errorf("%s = %q; want %d", f, b, runsc.SentryMemory(256<<20, 64))
+			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil && strings.TrimSpace(string(b)) != strconv.FormatInt(guard.SentryMemory(256<<20, 64), 10) {
+				t.Errorf("%s = %q; want %d", f, b, guard.SentryMemory(256<<20, 64))
 			}
 		}
 	}
 	// The memory guard's files are readable inside, and read-only.
-	for _, f := range []string{runsc.GuardKillFile, runsc.GuardPressureFile} {
+	for _, f := range []string{guard.KillFile, guard.PressureFile} {
 		if code, out := e.exec(t, id, "cat", f); code != 0 || out != "0\n" {
 			t.Errorf("cat %s: exit %d, %q; want 0", f, code, out)
 		}
@@ -232,7 +233,7 @@ func TestContainerLifecycle(t *testing.T) {
 			t.Errorf("the guard's file %s is writable inside: %q", f, out)
 		}
 	}
-	if code, out := e.exec(t, id, "sh", "-c", "touch "+runsc.GuardDir+"/x || ln -s / "+runsc.GuardDir+"/y"); code == 0 {
+	if code, out := e.exec(t, id, "sh", "-c", "touch "+guard.Dir+"/x || ln -s / "+guard.Dir+"/y"); code == 0 {
 		t.Errorf("the guard's directory is writable inside: %q", out)
 	}
 	if !inCgroup {
