@@ -127,7 +127,7 @@ type Features struct {
 	// memory but never OOM-kills one, and the host cgroup's limit holds the whole Sentry, whose
 	// OOM kill would end the sandbox with its agent. hutchd's agent then enforces the limit
 	// itself (hutch-init --memory-limit, internal/agent/oom), and the backend gives the host
-	// cgroup room above it for the runtime's own memory (runsc.SentryMemory).
+	// cgroup room above it for the runtime's own memory (runsc/guard.SentryMemory).
 	DelegatesMemoryLimit bool
 }
 
