@@ -454,7 +454,7 @@ func parsePS(out []byte) ([]Process, error) {
 		if len(f) < 9 {
 			// The rest of a command name with a newline in it (runsc prints the executable's
 			// base name, up to 15 bytes: too short for the 9 fields of a line of its own).
-			// Found by a breaker: failing the whole table on it kept the guard from killing.
+			// Failing the whole table on it would keep the guard from killing.
 			continue
 		}
 		var p Process

@@ -341,7 +341,7 @@ func (s *Supervisor) guard(ctx context.Context, id string) {
 // shells (bash's `:(){ :|:& };:`) fills the limit with small processes that spin on fork's
 // EAGAIN: the host memory stays far under the trigger (220 to 423 MiB in a lite sandbox),
 // while the Sentry, which schedules its tasks with no regard for nice values, runs the agent
-// too rarely to answer or to end the command at its timeout. Found by a breaker: the sandbox
+// too rarely to answer or to end the command at its timeout. Seen: the sandbox
 // answered nothing for 14 minutes.
 //
 // The host cgroup's task count (pids.current) costs nothing to read, but it is only a hint: each
