@@ -117,7 +117,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 	ok := err == nil && len(groups) > 0 && total >= g.minProcs
 	if ok {
 		// Before the kill and the resume, so that the agent's enforcer, which holds off after
-		// a guard kill (oom.Enforcer.Kill), sees it as soon as it runs again.
+		// a guard kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
 		// The cause first: the agent reads it when it sees the new time.
 		if err := s.writeGuardFile(id, filepath.Base(CauseFile), g.cause); err != nil {
 			s.log.Warn("memory guard: cause file", "id", id, "err", err)
