@@ -44,7 +44,7 @@ type config struct {
 	socket   string
 	listenFD int
 	// listenTCP is a loopback address (127.0.0.1:PORT) to serve on: the gVisor backend cannot
-	// hand PID 1 a socket (runtime.ExtraFileRefuser).
+	// hand PID 1 a socket (runtime.Features.RefusesExtraFiles).
 	listenTCP string
 	workdir   string
 	stateDir  string

@@ -12,7 +12,9 @@
 // memory that the manager depends on; everything is recoverable from the backend's own state
 // directory.
 //
-// Optional capabilities (checkpoint/restore) are separate interfaces found by type assertion.
+// What a backend cannot do that changes how hutchd runs a sandbox on it is in its Features.
+// Optional capabilities (pause, checkpoint/restore, …) are separate interfaces found by type
+// assertion.
 package runtime
 
 import (
@@ -96,6 +98,8 @@ type State struct {
 type Runtime interface {
 	// Name is the backend's name ("runc").
 	Name() string
+	// Features reports what the backend's containers cannot do that hutchd must make up for.
+	Features() Features
 	// Start creates and starts the container detached, and returns once PID 1 runs. On error
 	// nothing of the container is left behind. An existing container with the same ID gives an
 	// error of class errdefs.ErrAlreadyExists.
@@ -109,6 +113,22 @@ type Runtime interface {
 	// Delete removes the container, killing it first if force is set. An unknown ID is not an
 	// error. After Delete returns, no process of the container remains and its cgroup is gone.
 	Delete(ctx context.Context, id string, force bool) error
+}
+
+// Features are a backend's differences that hutchd must make up for (the zero value: none).
+type Features struct {
+	// RefusesExtraFiles is set for a backend that cannot hand PID 1 inherited file
+	// descriptors (its Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds.
+	// hutchd's agent then listens on TCP on the loopback of the sandbox's network namespace
+	// instead of a socket hutchd hands over (internal/sandbox).
+	RefusesExtraFiles bool
+	// DelegatesMemoryLimit is set for a backend whose sandbox kernel does not enforce
+	// Spec.Resources.MemoryBytes on the sandbox's processes: gVisor's Sentry accounts their
+	// memory but never OOM-kills one, and the host cgroup's limit holds the whole Sentry, whose
+	// OOM kill would end the sandbox with its agent. hutchd's agent then enforces the limit
+	// itself (hutch-init --memory-limit, internal/agent/oom), and the backend gives the host
+	// cgroup room above it for the runtime's own memory (runsc/guard.SentryMemory).
+	DelegatesMemoryLimit bool
 }
 
 // Pauser is implemented by backends that can freeze a container's processes in place (the
@@ -134,18 +154,6 @@ type LaunchWaiter interface {
 	WaitLaunch(ctx context.Context, id string) error
 }
 
-// MemoryLimitDelegator is implemented by backends whose sandbox kernel does not enforce
-// Spec.Resources.MemoryBytes on the sandbox's processes: gVisor's Sentry accounts their memory
-// but never OOM-kills one, and the host cgroup's limit holds the whole Sentry, whose OOM kill
-// would end the sandbox with its agent. hutchd's agent then enforces the limit itself
-// (hutch-init --memory-limit, internal/agent/oom), and the backend gives the host cgroup room
-// above it for the runtime's own memory (runsc.SentryMemory).
-type MemoryLimitDelegator interface {
-	// DelegatesMemoryLimit reports whether the agent must enforce the memory limit (true for
-	// every implementation).
-	DelegatesMemoryLimit() bool
-}
-
 // Adopter is implemented by backends that supervise their running containers from hutchd
 // (gVisor's memory guard) or may have changed a container's settings for a moment (runc's
 // Pause lifts the CPU quota while it freezes): a restarted hutchd calls Adopt for each running
@@ -164,16 +172,6 @@ type CgroupSweeper interface {
 	// reports false for and removes those cgroups, children first, on every hierarchy. It
 	// returns the names it removed. Cgroups of kept containers are not touched.
 	SweepCgroups(ctx context.Context, keep func(id string) bool) ([]string, error)
-}
-
-// ExtraFileRefuser is implemented by backends that cannot hand PID 1 inherited file
-// descriptors (their Start refuses Spec.ExtraFiles): gVisor's runsc has no --preserve-fds.
-// hutchd's agent then listens on TCP on the loopback of the sandbox's network namespace
-// instead of a socket hutchd hands over (internal/sandbox).
-type ExtraFileRefuser interface {
-	// RefusesExtraFiles reports whether Start refuses Spec.ExtraFiles (true for every
-	// implementation).
-	RefusesExtraFiles() bool
 }
 
 // Checkpointer is implemented by backends that can save a running container's whole memory

@@ -79,19 +79,13 @@ func (m *Manager) runtimeOf(rec store.Sandbox) (runtime.Runtime, error) {
 }
 
 // refusesExtraFiles reports whether rt cannot hand the agent its listening socket
-// (runtime.ExtraFileRefuser): the agent then listens on TCP on the loopback of the sandbox's
-// network namespace (AgentPort).
-func refusesExtraFiles(rt runtime.Runtime) bool {
-	r, ok := rt.(runtime.ExtraFileRefuser)
-	return ok && r.RefusesExtraFiles()
-}
+// (runtime.Features.RefusesExtraFiles): the agent then listens on TCP on the loopback of the
+// sandbox's network namespace (AgentPort).
+func refusesExtraFiles(rt runtime.Runtime) bool { return rt.Features().RefusesExtraFiles }
 
 // delegatesMemoryLimit reports whether rt's sandbox kernel leaves the memory limit to the agent
-// (runtime.MemoryLimitDelegator): hutch-init then gets --memory-limit.
-func delegatesMemoryLimit(rt runtime.Runtime) bool {
-	d, ok := rt.(runtime.MemoryLimitDelegator)
-	return ok && d.DelegatesMemoryLimit()
-}
+// (runtime.Features.DelegatesMemoryLimit): hutch-init then gets --memory-limit.
+func delegatesMemoryLimit(rt runtime.Runtime) bool { return rt.Features().DelegatesMemoryLimit }
 
 // AgentPort is the loopback port the agent of a gVisor sandbox listens on (127.0.0.1 of the
 // sandbox's own network namespace; runsc cannot hand PID 1 a socket). hutchd dials it from

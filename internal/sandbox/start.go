@@ -98,8 +98,8 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		}
 	}
 	// The agent's socket: made here, handed to hutch-init as fd 3, closed here after start.
-	// A backend that cannot hand it over (runtime.ExtraFileRefuser) runs an agent that listens
-	// on TCP on the namespace's loopback instead (AgentPort, runtimes.go).
+	// A backend that cannot hand it over (runtime.Features.RefusesExtraFiles) runs an agent
+	// that listens on TCP on the namespace's loopback instead (AgentPort, runtimes.go).
 	agentArgs := m.agentArgs()
 	var agentFiles []*os.File
 	if mem := it.Resources().MemoryBytes; mem > 0 && delegatesMemoryLimit(rt) {

@@ -42,7 +42,7 @@ import (
 // the time. A process allocating faster than the interval allows overshoots the
 // limit by what it allocates in one interval: its CPU quota bounds that (a lite sandbox
 // allocates ~50 MB/s under gVisor), and the runtime's host cgroup has room above the limit for
-// it and for the runtime's own memory (runsc.SentryMemory). Measured idle cost in a lite
+// it and for the runtime's own memory (runsc/guard.SentryMemory). Measured idle cost in a lite
 // sandbox: 2 ms of CPU a second (15 ms polling every 100 ms, 30 ms reading the usage too).
 type Enforcer struct {
 	// Limit is the sandbox's memory limit, in bytes (> 0).

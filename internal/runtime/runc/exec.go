@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocicli"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
@@ -37,9 +38,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 	// tail of stderr to tell them apart from the process's own 255.
 	tail := &tailBuffer{max: 4096}
 	var mu sync.Mutex // stdout and stderr are often the same writer
-	cmd := r.command(ctx, append([]string{"exec", id}, args...)...)
-	cmd.Stdout = &lockedWriter{mu: &mu, w: stdout}
-	cmd.Stderr = &lockedWriter{mu: &mu, w: io.MultiWriter(stderr, tail)}
+	cmd := r.cli.Command(ctx, append([]string{"exec", id}, args...)...)
+	cmd.Stdout = &ocicli.LockedWriter{Mu: &mu, W: stdout}
+	cmd.Stderr = &ocicli.LockedWriter{Mu: &mu, W: io.MultiWriter(stderr, tail)}
 	// runc exec joins the namespaces of the container's spec, which has no network namespace
 	// when it joined a user namespace of hutchd's (JoinUserNS): start it in PID 1's.
 	st, err := r.State(ctx, id)
@@ -57,7 +58,7 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 	if ctx.Err() != nil {
 		return -1, fmt.Errorf("runc exec %s: %w", id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
 	}
-	code := exitCode(err)
+	code := ocicli.ExitCode(err)
 	if code == -1 || (code == 255 && strings.Contains(tail.String(), "level=error")) {
 		return -1, runcError("exec", id, err, tail.String())
 	}
@@ -92,13 +93,13 @@ func (r *Runtime) RunOnce(ctx context.Context, spec runtime.Spec) (int, error) {
 			r.log.Error("cleanup after run", "id", spec.ID, "err", err)
 		}
 	}()
-	stdin, out, err := openStdio(spec.LogPath)
+	stdin, out, err := r.cli.OpenStdio(spec.LogPath)
 	if err != nil {
 		return -1, err
 	}
 	defer stdin.Close()
 	defer out.Close()
-	cmd := r.command(ctx, "run", "--bundle", bundle, spec.ID)
+	cmd := r.cli.Command(ctx, "run", "--bundle", bundle, spec.ID)
 	cmd.Stdin, cmd.Stdout = stdin, out
 	// runc's own errors and PID 1's stderr share this fd; copy to the log and keep a tail.
 	tail := &tailBuffer{max: 4096}
@@ -110,7 +111,7 @@ func (r *Runtime) RunOnce(ctx context.Context, spec runtime.Spec) (int, error) {
 	if ctx.Err() != nil {
 		return -1, fmt.Errorf("runc run %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
 	}
-	code := exitCode(err)
+	code := ocicli.ExitCode(err)
 	if code == -1 || (code == 1 || code == 255) && strings.Contains(tail.String(), "level=error") {
 		return -1, runcError("run", spec.ID, err, tail.String())
 	}
@@ -132,15 +133,3 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 }
 
 func (t *tailBuffer) String() string { return string(t.buf) }
-
-// lockedWriter serialises writes to w with a mutex shared by several writers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}

@@ -2,7 +2,6 @@ package runc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,23 +13,9 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocicli"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
-
-// stateJSON is the subset of `runc state` / `runc list --format json` output we use.
-type stateJSON struct {
-	ID     string `json:"id"`
-	Pid    int    `json:"pid"`
-	Status string `json:"status"`
-}
-
-func (s stateJSON) state() runtime.State {
-	st := runtime.State{ID: s.ID, Status: runtime.Status(s.Status), Pid: s.Pid}
-	if st.Status == runtime.StatusStopped {
-		st.Pid = 0
-	}
-	return st
-}
 
 // Start writes the bundle (<BundleDir>/<id>/config.json), runs `runc run -d` with PID 1's
 // stdout and stderr appended to spec.LogPath (empty: discarded) and stdin /dev/null, and
@@ -47,7 +32,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 	}
 	// runc keeps each container's state in <root>/<id>; its presence means the ID is taken.
 	// (A stat instead of `runc state` saves a runc process on the create path.)
-	if _, err := os.Stat(filepath.Join(r.root, spec.ID)); err == nil {
+	if _, err := os.Stat(filepath.Join(r.cli.Root(), spec.ID)); err == nil {
 		return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errdefs.ErrAlreadyExists)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, err)
@@ -59,7 +44,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		// runc joins it by a path to this process's descriptor while it starts the
 		// container; afterwards the container's processes keep it alive, so the file is
 		// closed when Start returns and a restarted hutchd needs nothing of it.
-		ns, err := spec.IDMap.ContainerUserNS(r.binary)
+		ns, err := spec.IDMap.ContainerUserNS(r.cli.Binary())
 		if errors.Is(err, os.ErrPermission) {
 			// The host's setup, not the request: the range's root may not run the binary.
 			return runtime.State{}, errdefs.Wrap(errdefs.CodeUnavailable, err, "runc start "+spec.ID)
@@ -79,13 +64,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 	started := time.Now()
 	st, err := r.start(ctx, spec, bundle, how)
 	if err != nil {
-		r.log.Warn("container start failed", "id", spec.ID, "err", err)
-		// Clean up with a fresh context: ctx may be the reason we failed.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
-			r.log.Error("cleanup after failed start", "id", spec.ID, "err", derr)
-		}
+		r.cli.CleanUpFailed(ctx, "start", spec.ID, err)
 		return runtime.State{}, err
 	}
 	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
@@ -100,62 +79,17 @@ func (r *Runtime) writeBundle(id string, oci any) (string, error) {
 	return bundle, nil
 }
 
-// openStdio opens the files PID 1 inherits: stdin /dev/null, stdout+stderr the log (append).
-func openStdio(logPath string) (stdin, out *os.File, err error) {
-	stdin, err = os.Open(os.DevNull)
-	if err != nil {
-		return nil, nil, fmt.Errorf("runc: %w", err)
-	}
-	if logPath == "" {
-		out, err = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	} else {
-		out, err = os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640)
-	}
-	if err != nil {
-		stdin.Close()
-		return nil, nil, fmt.Errorf("runc: open container log: %w", err)
-	}
-	return stdin, out, nil
-}
-
-// start runs `runc run --detach` as how says.
+// start runs `runc run --detach` as how says. runc's --log keeps a copy of its own errors,
+// in JSON to classify them.
 func (r *Runtime) start(ctx context.Context, spec runtime.Spec, bundle string, how launch) (runtime.State, error) {
-	stdin, out, err := openStdio(spec.LogPath)
-	if err != nil {
-		return runtime.State{}, err
+	l := ocicli.Launch{
+		Op: "start", Log: filepath.Join(bundle, "runc-start.log"), LogFlags: []string{"--log-format", "json"},
+		Args: []string{"run", "--detach"}, ExtraFiles: spec.ExtraFiles, Exec: how.run, ErrorLines: errorLines, RemoveLog: true,
 	}
-	defer stdin.Close()
-	defer out.Close()
-	// In detached pass-through mode the container inherits runc's stdio, so runc's own errors
-	// would land in the container log only; --log keeps a copy we can classify.
-	runcLog := filepath.Join(bundle, "runc-start.log")
-	args := []string{"--log", runcLog, "--log-format", "json",
-		"run", "--detach", "--bundle", bundle, "--pid-file", filepath.Join(bundle, "pid")}
 	if n := len(spec.ExtraFiles); n > 0 {
-		args = append(args, "--preserve-fds", strconv.Itoa(n))
+		l.Extra = []string{"--preserve-fds", strconv.Itoa(n)}
 	}
-	cmd := r.command(ctx, append(args, spec.ID)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, out
-	cmd.ExtraFiles = spec.ExtraFiles
-	if err := how.run(cmd); err != nil {
-		if ctx.Err() != nil {
-			return runtime.State{}, fmt.Errorf("runc start %s: %w", spec.ID, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
-		}
-		logText, _ := os.ReadFile(runcLog)
-		return runtime.State{}, runcError("start", spec.ID, err, errorLines(string(logText)))
-	}
-	_ = os.Remove(runcLog)
-	// runc run --detach returns once PID 1 runs and has written its PID; reading the pid file
-	// saves a `runc state` process on the create path.
-	b, err := os.ReadFile(filepath.Join(bundle, "pid"))
-	if err != nil {
-		return r.State(ctx, spec.ID)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return r.State(ctx, spec.ID)
-	}
-	return runtime.State{ID: spec.ID, Status: runtime.StatusRunning, Pid: pid}, nil
+	return r.cli.StartDetached(ctx, spec, l)
 }
 
 // errorLines keeps the error-level lines of a runc JSON log.
@@ -171,106 +105,36 @@ func errorLines(log string) string {
 
 // State reports the container's state; an unknown ID gives errdefs.ErrNotFound.
 func (r *Runtime) State(ctx context.Context, id string) (runtime.State, error) {
-	if err := checkID(id); err != nil {
-		return runtime.State{}, err
-	}
-	out, err := r.runSimple(ctx, "state", id, "state", id)
-	if err != nil {
-		return runtime.State{}, err
-	}
-	var s stateJSON
-	if err := json.Unmarshal(out, &s); err != nil {
-		return runtime.State{}, fmt.Errorf("runc state %s: decode: %w", id, err)
-	}
-	return s.state(), nil
+	return r.cli.State(ctx, id)
 }
 
 // List reports every container in runc's state directory, running or not, in runc's order.
-func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) {
-	out, err := r.runSimple(ctx, "list", "", "list", "--format", "json")
-	if err != nil {
-		return nil, err
-	}
-	var all []stateJSON
-	if err := json.Unmarshal(out, &all); err != nil {
-		return nil, fmt.Errorf("runc list: decode: %w", err)
-	}
-	states := make([]runtime.State, 0, len(all))
-	for _, s := range all {
-		states = append(states, s.state())
-	}
-	return states, nil
-}
+func (r *Runtime) List(ctx context.Context) ([]runtime.State, error) { return r.cli.List(ctx) }
 
 // Kill sends sig to PID 1 (all=false) or to every process of the container (all=true). An
 // unknown ID gives errdefs.ErrNotFound; a container that is not running gives
 // errdefs.ErrFailedPrecondition.
 func (r *Runtime) Kill(ctx context.Context, id string, sig syscall.Signal, all bool) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	args := []string{"kill"}
-	if all {
-		args = append(args, "--all")
-	}
-	args = append(args, id, strconv.Itoa(int(sig)))
-	_, err := r.runSimple(ctx, "kill", id, args...)
-	return err
+	return r.cli.Kill(ctx, id, sig, all)
 }
 
 // Delete removes the container (runc delete, with --force when force is set) and its bundle.
 // Without force, a running container gives errdefs.ErrFailedPrecondition. An unknown ID is not
 // an error (leftover bundles and cgroups are still removed). When Delete returns nil, no
-// process of the container remains and its cgroup directories are gone: any left behind by
-// runc are killed and removed here.
+// process of the container remains and its cgroup directories are gone: runc may fail to
+// remove a cgroup whose last processes are still exiting, and a forced delete that failed so
+// (errdefs.ErrInternal) sweeps the cgroups and deletes again (ocicli.Driver.Delete).
 func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
-	if err := checkID(id); err != nil {
-		return err
-	}
-	args := []string{"delete"}
-	if force {
-		args = append(args, "--force")
-	}
-	args = append(args, id)
-	if _, err := r.runSimple(ctx, "delete", id, args...); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-		if !force || !errors.Is(err, errdefs.ErrInternal) {
-			return err
-		}
-		// runc may fail to remove a cgroup whose last processes are still exiting; the sweep
-		// below finishes the job, then runc's state is removed by a second delete.
-		r.log.Warn("runc delete failed; sweeping cgroups", "id", id, "err", err)
-		if serr := r.sweepCgroups(ctx, id); serr != nil {
-			return errors.Join(err, serr)
-		}
-		if _, err := r.runSimple(ctx, "delete", id, args...); err != nil && !errors.Is(err, errdefs.ErrNotFound) {
-			return err
-		}
-	}
-	if err := r.sweepCgroups(ctx, id); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(r.bundle(id)); err != nil {
-		return fmt.Errorf("runc delete %s: remove bundle: %w", id, err)
-	}
-	r.log.Info("container deleted", "id", id, "force", force)
-	return nil
+	return r.cli.Delete(ctx, id, force)
 }
 
 // SweepCgroups removes the cgroups below the parent whose container keep does not hold
 // (runtime.CgroupSweeper): those a container left when hutchd or the host died around its
 // delete.
 func (r *Runtime) SweepCgroups(ctx context.Context, keep func(id string) bool) ([]string, error) {
-	return r.spec.SweepStrayCgroups(ctx, keep)
+	return r.cli.SweepCgroups(ctx, keep)
 }
 
 // CgroupDirs returns the host cgroup directories a container with this ID uses (whether or not
 // they exist): /sys/fs/cgroup/hutch/<id> on v2, /sys/fs/cgroup/<hierarchy>/hutch/<id> on v1.
-func (r *Runtime) CgroupDirs(id string) []string { return r.spec.CgroupDirs(id) }
-
-// sweepCgroups kills whatever is left in the container's cgroups and removes them.
-func (r *Runtime) sweepCgroups(ctx context.Context, id string) error {
-	if err := r.spec.SweepCgroups(ctx, id); err != nil {
-		return fmt.Errorf("runc delete %s: %w", id, err)
-	}
-	return nil
-}
+func (r *Runtime) CgroupDirs(id string) []string { return r.cli.CgroupDirs(id) }

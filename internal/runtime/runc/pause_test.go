@@ -1,7 +1,6 @@
 package runc_test
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -9,65 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 )
-
-// A paused container's processes make no progress; after Resume they continue.
-func TestPauseResume(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	id := newID(t)
-	spec := e.spec(t, id)
-	counter := filepath.Join(filepath.Dir(spec.RootFS), "upper", "count")
-	spec.Args = []string{"sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /count; sleep 0.01; done"}
-	if _, err := e.rt.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = e.rt.Delete(ctx, id, true)
-		_ = rootfs.Unmount(spec.RootFS)
-	}()
-	read := func() string { b, _ := os.ReadFile(counter); return strings.TrimSpace(string(b)) }
-	for deadline := time.Now().Add(30 * time.Second); read() == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("counter never written")
-		}
-	}
-	if err := e.rt.Pause(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := e.rt.State(ctx, id); err != nil || st.Status != runtime.StatusPaused {
-		t.Fatalf("state after Pause = %+v, %v", st, err)
-	}
-	before := read()
-	time.Sleep(200 * time.Millisecond)
-	if after := read(); after != before {
-		t.Errorf("counter moved while paused: %s → %s", before, after)
-	}
-	if err := e.rt.Resume(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); read() == before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("counter did not move after Resume")
-		}
-	}
-	if err := e.rt.Resume(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Errorf("Resume of a running container: %v, want ErrFailedPrecondition", err)
-	}
-	// A paused container can be deleted with force.
-	if err := e.rt.Pause(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.rt.Delete(ctx, id, true); err != nil {
-		t.Fatalf("Delete of a paused container: %v", err)
-	}
-	if err := e.rt.Pause(ctx, id); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("Pause of unknown container: %v, want ErrNotFound", err)
-	}
-}
 
 // The cgroup v1 freezer can only freeze a task when it runs; a container throttled hard by its
 // CPU quota (the "lite" instance type: 62 millicores) with busy processes made `runc pause`

@@ -1,11 +1,7 @@
 package runc_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,22 +9,37 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/image/imagetest"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
+	"github.com/hutchdev/hutch/internal/runtime/runtimetest"
 )
+
+// harness runs runc under the conformance suite; newEnv gives the package's own tests the
+// same environment.
+var harness = runtimetest.Harness{IDPrefix: "rt-test-", New: func(t *testing.T, dir string) runtimetest.Runtime {
+	t.Helper()
+	if _, err := exec.LookPath("runc"); err != nil {
+		t.Skip("runc not installed")
+	}
+	rt, err := runc.New(runc.Config{Root: filepath.Join(dir, "runc"), BundleDir: filepath.Join(dir, "bundles"), CgroupParent: "hutchrt"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rt
+}}
+
+// TestConformance runs the runtime contract's suite (internal/runtime/runtimetest) on runc.
+func TestConformance(t *testing.T) { runtimetest.Conformance(t, harness) }
 
 // env is one test's runtime, image and overlay scratch space.
 type env struct {
+	*runtimetest.Env
 	rt    *runc.Runtime
 	image string // image rootfs (overlay lower)
 	dir   string
@@ -36,78 +47,20 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containers")
-	}
-	if _, err := exec.LookPath("runc"); err != nil {
-		t.Skip("runc not installed")
-	}
-	img := imagetest.Default(t)
-	dir := t.TempDir()
-	rt, err := runc.New(runc.Config{Root: filepath.Join(dir, "runc"), BundleDir: filepath.Join(dir, "bundles"), CgroupParent: "hutchrt"}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{rt: rt, image: img.RootFS, dir: dir}
-	t.Cleanup(func() {
-		// Whatever a failed test left: containers first, then mounts.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		states, _ := rt.List(ctx)
-		for _, s := range states {
-			if err := rt.Delete(ctx, s.ID, true); err != nil {
-				t.Errorf("cleanup delete %s: %v", s.ID, err)
-			}
-		}
-		mounts, _ := rootfs.ListMounts(dir)
-		for _, m := range mounts {
-			if err := rootfs.Unmount(m); err != nil {
-				t.Errorf("cleanup unmount %s: %v", m, err)
-			}
-		}
-	})
-	return e
+	e := runtimetest.NewEnv(t, harness)
+	return &env{Env: e, rt: e.RT.(*runc.Runtime), image: e.Image, dir: e.Dir}
 }
 
-func newID(t *testing.T) string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return "rt-test-" + hex.EncodeToString(b)
-}
+func newID(t *testing.T) string { return runtimetest.NewID(harness.IDPrefix) }
 
 // spec mounts a fresh overlay for id and returns a spec running a long-lived PID 1.
-func (e *env) spec(t *testing.T, id string) runtime.Spec {
-	t.Helper()
-	base := filepath.Join(e.dir, id)
-	merged := filepath.Join(base, "merged")
-	if err := rootfs.Mount(e.image, filepath.Join(base, "upper"), filepath.Join(base, "work"), merged); err != nil {
-		t.Fatal(err)
-	}
-	return runtime.Spec{
-		ID:        id,
-		RootFS:    merged,
-		Args:      []string{"sleep", "infinity"},
-		Env:       []string{"HOME=/root", "LANG=C.UTF-8"},
-		Cwd:       "/workspace",
-		Resources: runtime.Resources{MilliCPU: 500, MemoryBytes: 256 << 20, Pids: 64},
-		LogPath:   filepath.Join(base, "console.log"),
-	}
-}
+func (e *env) spec(t *testing.T, id string) runtime.Spec { t.Helper(); return e.Spec(t, id) }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t *testing.T) context.Context { return runtimetest.Ctx(t) }
 
 func (e *env) exec(t *testing.T, id string, args ...string) (int, string) {
 	t.Helper()
-	var out bytes.Buffer
-	code, err := e.rt.Exec(ctxT(t), id, args, &out, &out)
-	if err != nil {
-		t.Fatalf("exec %v: %v", args, err)
-	}
-	return code, out.String()
+	return e.Exec(t, id, args...)
 }
 
 func capMask(names []string) uint64 {
@@ -128,7 +81,10 @@ func capMask(names []string) uint64 {
 	return m
 }
 
-func TestContainerLifecycle(t *testing.T) {
+// TestIsolation checks what runc's containers may and may not do (capabilities, seccomp,
+// namespaces, limits) and that the image's tools run; the contract's lifecycle is
+// TestConformance's.
+func TestIsolation(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
 	id := newID(t)
@@ -137,23 +93,8 @@ func TestContainerLifecycle(t *testing.T) {
 	if err := os.WriteFile(marker, []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-
-	st, err := e.rt.Start(ctx, spec)
-	if err != nil {
+	if _, err := e.rt.Start(ctx, spec); err != nil {
 		t.Fatal(err)
-	}
-	if st.ID != id || st.Status != runtime.StatusRunning || st.Pid <= 0 {
-		t.Fatalf("Start = %+v", st)
-	}
-	if _, err := e.rt.Start(ctx, spec); !errors.Is(err, errdefs.ErrAlreadyExists) {
-		t.Fatalf("second Start: %v, want ErrAlreadyExists", err)
-	}
-	if got, err := e.rt.State(ctx, id); err != nil || got != st {
-		t.Fatalf("State = %+v, %v; want %+v", got, err, st)
-	}
-	list, err := e.rt.List(ctx)
-	if err != nil || len(list) != 1 || list[0] != st {
-		t.Fatalf("List = %+v, %v", list, err)
 	}
 
 	// Host-side cgroup limits.
@@ -213,31 +154,10 @@ func TestContainerLifecycle(t *testing.T) {
 			t.Errorf("%s: %v: exit %d, output %q; want exit %d containing %q", c.name, c.args, code, out, c.wantCode, c.want)
 		}
 	}
-	upperFile := filepath.Join(e.dir, id, "upper", "workspace", "hello.txt")
-	if b, err := os.ReadFile(upperFile); err != nil || string(b) != "from-container\n" {
-		t.Errorf("upper dir: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(e.image, "workspace", "hello.txt")); !os.IsNotExist(err) {
-		t.Errorf("write reached the image: %v", err)
-	}
-
-	if err := e.rt.Delete(ctx, id, false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Errorf("Delete of running container without force: %v, want ErrFailedPrecondition", err)
-	}
-	if err := e.rt.Kill(ctx, id, syscall.SIGKILL, true); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, e.rt, id, runtime.StatusStopped)
 	if err := e.rt.Delete(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, e.rt, id)
-	if err := e.rt.Delete(ctx, id, true); err != nil {
-		t.Errorf("second Delete: %v", err)
-	}
-	if err := rootfs.Unmount(spec.RootFS); err != nil {
-		t.Fatal(err)
-	}
+	e.AssertGone(t, id)
 }
 
 // cloneScript calls clone(2) directly with SIGCHLD|argv[1] as flags.
@@ -288,127 +208,6 @@ func runtimeIsV1() bool {
 	return unix.Statfs("/sys/fs/cgroup", &st) == nil && st.Type != unix.CGROUP2_SUPER_MAGIC
 }
 
-func waitStatus(t *testing.T, rt *runc.Runtime, id string, want runtime.Status) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		st, err := rt.State(context.Background(), id)
-		if err == nil && st.Status == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state of %s = %+v, %v; want %s", id, st, err, want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func assertGone(t *testing.T, rt *runc.Runtime, id string) {
-	t.Helper()
-	if _, err := rt.State(context.Background(), id); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("State after Delete: %v, want ErrNotFound", err)
-	}
-	for _, d := range rt.CgroupDirs(id) {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
-			t.Errorf("cgroup %s remains: %v", d, err)
-		}
-	}
-	list, err := rt.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range list {
-		if s.ID == id {
-			t.Errorf("List still has %s", id)
-		}
-	}
-}
-
-func TestKillPid1AndDeleteStopped(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	id := newID(t)
-	spec := e.spec(t, id)
-	spec.Args = []string{"sh", "-c", "echo started; exec sleep infinity"}
-	if _, err := e.rt.Start(ctx, spec); err != nil {
-		t.Fatal(err)
-	}
-	// Kill only once PID 1 has written its line (a kill before it runs would lose it).
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(spec.LogPath); string(b) == "started\n" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("PID 1 did not start within 30 s")
-		}
-	}
-	if err := e.rt.Kill(ctx, id, syscall.SIGKILL, false); err != nil {
-		t.Fatal(err)
-	}
-	waitStatus(t, e.rt, id, runtime.StatusStopped)
-	if st, _ := e.rt.State(ctx, id); st.Pid != 0 {
-		t.Errorf("stopped container has pid %d", st.Pid)
-	}
-	if err := e.rt.Kill(ctx, id, syscall.SIGTERM, false); !errors.Is(err, errdefs.ErrFailedPrecondition) {
-		t.Errorf("Kill of stopped container: %v, want ErrFailedPrecondition", err)
-	}
-	if code, err := e.rt.Exec(ctx, id, []string{"true"}, nil, nil); err == nil {
-		t.Errorf("Exec in stopped container = %d, nil; want error", code)
-	}
-	if err := e.rt.Delete(ctx, id, false); err != nil {
-		t.Fatal(err)
-	}
-	assertGone(t, e.rt, id)
-	if b, err := os.ReadFile(spec.LogPath); err != nil || string(b) != "started\n" {
-		t.Errorf("console log = %q, %v", b, err)
-	}
-	if err := rootfs.Unmount(spec.RootFS); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestUnknownContainer(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	if _, err := e.rt.State(ctx, "nope"); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("State: %v", err)
-	}
-	if err := e.rt.Kill(ctx, "nope", syscall.SIGTERM, false); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("Kill: %v", err)
-	}
-	if _, err := e.rt.Exec(ctx, "nope", []string{"true"}, nil, nil); !errors.Is(err, errdefs.ErrNotFound) {
-		t.Errorf("Exec: %v", err)
-	}
-	if err := e.rt.Delete(ctx, "nope", false); err != nil {
-		t.Errorf("Delete: %v", err)
-	}
-	if list, err := e.rt.List(ctx); err != nil || len(list) != 0 {
-		t.Errorf("List = %v, %v", list, err)
-	}
-}
-
-func TestStartFailureLeavesNothing(t *testing.T) {
-	e := newEnv(t)
-	ctx := ctxT(t)
-	id := newID(t)
-	spec := e.spec(t, id)
-	spec.Args = []string{"/no/such/binary"}
-	_, err := e.rt.Start(ctx, spec)
-	if err == nil {
-		t.Fatal("Start of a missing binary succeeded")
-	}
-	if !strings.Contains(err.Error(), "no such file") {
-		t.Errorf("error does not carry runc's message: %v", err)
-	}
-	assertGone(t, e.rt, id)
-	if _, err := os.Stat(filepath.Join(e.dir, "bundles", id)); !os.IsNotExist(err) {
-		t.Errorf("bundle remains: %v", err)
-	}
-	if err := rootfs.Unmount(spec.RootFS); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestRunOnce(t *testing.T) {
 	e := newEnv(t)
 	ctx := ctxT(t)
@@ -422,7 +221,7 @@ func TestRunOnce(t *testing.T) {
 	if b, err := os.ReadFile(spec.LogPath); err != nil || string(b) != "hello from "+id+"\n" {
 		t.Errorf("log = %q, %v", b, err)
 	}
-	assertGone(t, e.rt, id)
+	e.AssertGone(t, id)
 	if err := rootfs.Unmount(spec.RootFS); err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +294,7 @@ func TestJoinNetNSAndBindMounts(t *testing.T) {
 	if err := e.rt.Delete(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, e.rt, id)
+	e.AssertGone(t, id)
 	if err := rootfs.Unmount(spec.RootFS); err != nil {
 		t.Fatal(err)
 	}

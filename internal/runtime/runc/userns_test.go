@@ -107,5 +107,5 @@ func TestUserNSOwnedByRange(t *testing.T) {
 	if err := e.rt.Delete(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, e.rt, id)
+	e.AssertGone(t, id)
 }

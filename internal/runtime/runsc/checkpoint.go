@@ -97,7 +97,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 	}
 	logPath := filepath.Join(r.bundle(id), "runsc-checkpoint.log")
 	started := time.Now()
-	cmd := r.command(ctx, "--log", logPath, "checkpoint", "--image-path", dir, runscID(id))
+	cmd := r.cli.Command(ctx, "--log", logPath, "checkpoint", "--image-path", dir, r.cli.CLIID(id))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		if ctx.Err() != nil {
@@ -108,7 +108,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 		if msg == "" {
 			msg = string(out)
 		}
-		return runscError("checkpoint", id, err, checkpointReason(msg))
+		return r.cli.Error("checkpoint", id, err, checkpointReason(msg))
 	}
 	r.log.Info("container checkpointed", "id", id, "image", dir, "took", time.Since(started).Round(time.Microsecond))
 	return nil

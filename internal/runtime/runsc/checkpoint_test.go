@@ -131,7 +131,7 @@ func TestCheckpointRestore(t *testing.T) {
 	if err := e.rt.Delete(ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
-	assertGone(t, e.rt, id)
+	e.AssertGone(t, id)
 	if _, err := e.rt.Restore(ctx, spec, filepath.Join(e.dir, "none")); !errors.Is(err, errdefs.ErrNotFound) {
 		t.Errorf("Restore without an image = %v, want ErrNotFound", err)
 	}

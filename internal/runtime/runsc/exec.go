@@ -9,6 +9,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/runtime/ocicli"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 )
 
@@ -40,9 +41,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 		stderr = io.Discard
 	}
 	var mu sync.Mutex
-	cmd := r.command(ctx, append([]string{"exec", runscID(id)}, args...)...)
-	cmd.Stdout = &lockedWriter{mu: &mu, w: stdout}
-	cmd.Stderr = &lockedWriter{mu: &mu, w: stderr}
+	cmd := r.cli.Command(ctx, append([]string{"exec", r.cli.CLIID(id)}, args...)...)
+	cmd.Stdout = &ocicli.LockedWriter{Mu: &mu, W: stdout}
+	cmd.Stderr = &ocicli.LockedWriter{Mu: &mu, W: stderr}
 	err := cmd.Run()
 	if err == nil {
 		return 0, nil
@@ -50,21 +51,9 @@ func (r *Runtime) Exec(ctx context.Context, id string, args []string, stdout, st
 	if ctx.Err() != nil {
 		return -1, fmt.Errorf("runsc exec %s: %w", id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
 	}
-	code := exitCode(err)
+	code := ocicli.ExitCode(err)
 	if code == -1 {
-		return -1, runscError("exec", id, err, "")
+		return -1, r.cli.Error("exec", id, err, "")
 	}
 	return code, nil
-}
-
-// lockedWriter serialises writes to w with a mutex shared by several writers.
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

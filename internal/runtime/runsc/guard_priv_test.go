@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/runtime/runsc/guard"
 )
 
 // TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
@@ -43,7 +44,7 @@ func TestMemoryGuardKillsGroup(t *testing.T) {
 				t.Cleanup(func() { rt2.StopGuard(id) })
 			}
 			// 4 MiB every 50 ms, up to 400 MiB: past the trigger (halfway from 64 MiB to
-			// runsc.SentryMemory(64 MiB, 64), 384 MiB: 224 MiB) slowly enough for the guard to
+			// guard.SentryMemory(64 MiB, 64), 384 MiB: 224 MiB) slowly enough for the guard to
 			// act before the host limit.
 			// Meanwhile the guard says "1" in the pressure file once the host count passes the
 			// sandbox's 64 MiB.
@@ -84,7 +85,7 @@ print("survived")
 			if err != nil || st.Status != runtime.StatusRunning {
 				t.Fatalf("after the guard's kill: %+v, %v; want the sandbox running", st, err)
 			}
-			code, out = e.exec(t, id, "cat", runsc.GuardKillFile)
+			code, out = e.exec(t, id, "cat", guard.KillFile)
 			if at, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || at < before || at > time.Now().UnixNano() {
 				t.Errorf("guard kill time: exit %d, %q; want the time of the kill", code, out)
 			}

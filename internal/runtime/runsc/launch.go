@@ -41,7 +41,7 @@ func (r *Runtime) launching(id string) bool {
 			continue
 		}
 		args := strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00")
-		if args[0] != r.binary || !slices.Contains(args, "--detach") {
+		if args[0] != r.cli.Binary() || !slices.Contains(args, "--detach") {
 			continue
 		}
 		if !slices.Contains(args, "run") && !slices.Contains(args, "restore") {

@@ -9,15 +9,13 @@ import (
 // Pause stops every task of the container in the Sentry (`runsc pause`); its memory and open
 // files stay. Unlike the cgroup freezer it needs no CPU time from the frozen tasks, only from
 // the Sentry, under the container's CPU quota. It runs to the end whatever ctx does
-// (pauseUncancelled), and waits for a memory guard's pause (contain). An unknown ID gives
+// and waits for a memory guard's pause (guard.Supervisor.Pause). An unknown ID gives
 // errdefs.ErrNotFound; a container that is not running gives errdefs.ErrFailedPrecondition.
 func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if err := ocispec.CheckID(id); err != nil {
 		return err
 	}
-	r.pauseMu.Lock()
-	defer r.pauseMu.Unlock()
-	return r.pauseUncancelled(ctx, id)
+	return r.guard.Pause(ctx, id)
 }
 
 // Resume restarts a paused container's tasks (`runsc resume`), to the end whatever ctx does,
@@ -27,7 +25,5 @@ func (r *Runtime) Resume(ctx context.Context, id string) error {
 	if err := ocispec.CheckID(id); err != nil {
 		return err
 	}
-	r.pauseMu.Lock()
-	defer r.pauseMu.Unlock()
-	return r.resumeUncancelled(ctx, id)
+	return r.guard.Resume(ctx, id)
 }

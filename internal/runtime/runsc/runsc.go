@@ -24,39 +24,37 @@
 //     hutchd's agent listens on TCP on the namespace's loopback (a host socket through
 //     --network=host, reached by hutchd from inside the namespace); unix sockets of the
 //     sandbox stay inside the Sentry, where a checkpoint can save them (the Runtime
-//     implements runtime.ExtraFileRefuser; Start refuses Spec.ExtraFiles).
+//     reports runtime.Features.RefusesExtraFiles; Start refuses Spec.ExtraFiles).
 //   - --oci-seccomp: the spec's seccomp profile (ocispec.DefaultSeccomp) is applied inside the
 //     sandbox by the Sentry, as runc applies it in the host kernel (see adapt).
 //   - --file-access=shared: the Sentry caches no file data or metadata of the root file system
 //     and writes through at once, because hutchd reads the sandbox's disk from the host while it
 //     runs (backups, snapshots, the flush before sleep).
 //
-// All container state lives in runsc's own state directory (Config.Root) and in the bundles; a
-// Runtime keeps none in memory. Errors from runsc are classified by its stderr text ("does not
+// runsc is driven as a runc-compatible binary (internal/runtime/ocicli: state, list, kill,
+// delete, the detached start); this package adds the flags above, the spec's adaptation,
+// checkpoint and restore, and the memory guard (package guard), which supervises each running
+// sandbox from the host. All container state lives in runsc's own state directory
+// (Config.Root) and in the bundles; a Runtime keeps none in memory but its guards. Errors from runsc are classified by its stderr text ("does not
 // exist" → errdefs.ErrNotFound, "already exists" → errdefs.ErrAlreadyExists, "not running",
 // "is paused", … → errdefs.ErrFailedPrecondition); anything else is errdefs.ErrInternal.
 package runsc
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
-	"github.com/hutchdev/hutch/internal/runtime/ocispec"
+	"github.com/hutchdev/hutch/internal/runtime/ocicli"
+	"github.com/hutchdev/hutch/internal/runtime/runsc/guard"
 )
 
 // Name is the runtime name of this backend ("gvisor"), as sandboxes and hutchd's --runtime
@@ -82,42 +80,36 @@ type Config struct {
 	// network at all but loopback, which gVisor can checkpoint: hostinet sockets cannot be
 	// saved).
 	Network string
-	// OnGuardKill, if set, is called after each kill of a memory guard (guard.go), from the
-	// guard's goroutine; it must not block for long. hutchd records it in its audit log.
+	// OnGuardKill, if set, is called after each kill of a memory guard (package guard), from
+	// the guard's goroutine; it must not block for long. hutchd records it in its audit log.
 	OnGuardKill func(GuardKill)
 	// AgentProbe, if set, asks container id's agent whether it answers (hutchd: a ping of the
 	// agent, sandbox.Manager.PingAgent) and returns an error if it does not before ctx ends. The
 	// guard calls it while the sandbox uses its whole CPU quota, and kills when the agent does
-	// not answer in time (starve.go). Without it the guard has no starved cause.
+	// not answer in time (guard.Supervisor.AgentProbe). Without it the guard has no starved
+	// cause.
 	AgentProbe func(ctx context.Context, id string) error
 }
 
+// GuardKill describes a memory guard's kill (Config.OnGuardKill).
+type GuardKill = guard.Kill
+
 // Runtime drives runsc. It is safe for concurrent use on different container IDs.
 type Runtime struct {
-	binary    string
-	root      string
-	bundleDir string
-	platform  string
-	network   string
-	flags     map[string]bool // global flags this runsc knows (probeFlags)
+	cli *ocicli.Driver
 	// checkpointSupport is CheckpointSupport's answer, probed once (ProbeCheckpoint).
 	checkpointSupport error
-	spec              ocispec.Builder
 	log               *slog.Logger
-	// guards are the running memory guards (guard.go), one per running container.
-	guards guards
-	// pauseMu serialises Pause, Resume and the memory guard's pause-list-resume (contain).
-	pauseMu     sync.Mutex
-	onGuardKill func(GuardKill)
-	agentProbe  func(context.Context, string) error
+	// guard runs the memory guards, one per running container, and serialises Pause and
+	// Resume with their pauses.
+	guard *guard.Supervisor
 }
 
 var (
-	_ runtime.Runtime          = (*Runtime)(nil)
-	_ runtime.Pauser           = (*Runtime)(nil)
-	_ runtime.ExtraFileRefuser = (*Runtime)(nil)
-	_ runtime.Adopter          = (*Runtime)(nil)
-	_ runtime.LaunchWaiter     = (*Runtime)(nil)
+	_ runtime.Runtime      = (*Runtime)(nil)
+	_ runtime.Pauser       = (*Runtime)(nil)
+	_ runtime.Adopter      = (*Runtime)(nil)
+	_ runtime.LaunchWaiter = (*Runtime)(nil)
 )
 
 // New checks cfg, creates Root and BundleDir (0700), finds the runsc binary and probes the
@@ -126,9 +118,6 @@ var (
 func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Root == "" || cfg.BundleDir == "" {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: Root and BundleDir are required")
 	}
 	platform := cfg.Platform
 	if platform == "" {
@@ -144,47 +133,64 @@ func New(cfg Config, log *slog.Logger) (*Runtime, error) {
 	if network != "host" && network != "none" {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: network %q: want host or none", network)
 	}
-	bin := cfg.Binary
-	if bin == "" {
-		bin = "runsc"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, errdefs.Newf(errdefs.CodeUnavailable, "runsc: binary %q not found (apt-get install runsc): %w", bin, err)
-	}
-	root, err := filepath.Abs(cfg.Root)
-	if err != nil {
-		return nil, fmt.Errorf("runsc: %w", err)
-	}
-	bundles, err := filepath.Abs(cfg.BundleDir)
-	if err != nil {
-		return nil, fmt.Errorf("runsc: %w", err)
-	}
-	for _, d := range []string{root, bundles} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("runsc: %w", err)
-		}
-	}
-	host, err := ocispec.ProbeHost()
+	cli, err := ocicli.New(cliConfig(cfg, platform, network), log)
 	if err != nil {
 		return nil, err
 	}
-	parent := cfg.CgroupParent
-	if parent == "" {
-		parent = "hutch"
+	g := guard.New(cli, log)
+	g.OnKill, g.AgentProbe = cfg.OnGuardKill, cfg.AgentProbe
+	return &Runtime{cli: cli, checkpointSupport: ProbeCheckpoint(cli.Binary()), log: log, guard: g}, nil
+}
+
+// cliConfig is the ocicli configuration of runsc for cfg, with platform and network checked.
+func cliConfig(cfg Config, platform, network string) ocicli.Config {
+	return ocicli.Config{
+		Name: "runsc", Binary: cfg.Binary, InstallHint: " (apt-get install runsc)",
+		Root: cfg.Root, BundleDir: cfg.BundleDir, CgroupParent: cfg.CgroupParent,
+		GlobalFlags: func(path string) ([]string, error) { return globalFlags(path, platform, network) },
+		IDSuffix:    runscIDSuffix,
+		Classes: []ocicli.Class{
+			{Err: errdefs.ErrNotFound, Text: []string{"does not exist", "no such file"}},
+			{Err: errdefs.ErrAlreadyExists, Text: []string{"already exists"}},
+			{Err: errdefs.ErrFailedPrecondition, Text: []string{"not running", "is not paused", "is paused",
+				"cannot pause", "cannot resume", "not stopped", "invalid state"}},
+		},
+		// A sandbox whose processes died under runsc (killed from outside) can make a
+		// forced delete fail with any message; the sweep kills what is left.
+		SweepRetry: func(error) bool { return true },
 	}
-	if ocispec.CheckID(parent) != nil {
-		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: cgroup parent %q must be 1-63 of [a-z0-9-]", parent)
-	}
+}
+
+// runscError is runsc's stderr for a failed invocation, classified.
+func runscError(op, id string, err error, stderr string) error {
+	return cliConfig(Config{}, "", "").Error(op, id, err, stderr)
+}
+
+// globalFlags are the flags of every invocation of the runsc at path, after --root (see the
+// package doc).
+func globalFlags(path, platform, network string) ([]string, error) {
 	flags, err := probeFlags(path)
 	if err != nil {
 		return nil, err
 	}
-	return &Runtime{
-		binary: path, root: root, bundleDir: bundles, platform: platform, network: network,
-		flags: flags, checkpointSupport: ProbeCheckpoint(path), spec: ocispec.Builder{Host: host, CgroupParent: parent}, log: log,
-		onGuardKill: cfg.OnGuardKill, agentProbe: cfg.AgentProbe,
-	}, nil
+	global := []string{
+		"--platform", platform,
+		"--network", network,
+		"--file-access", "shared",
+		"--oci-seccomp",
+	}
+	if flags["gofer-network-namespace"] {
+		// Each gofer gets a new empty network namespace. The default ("null") bind-mounts one
+		// shared namespace at <root>/null-netns and never unmounts it, so the state directory
+		// could not be removed once the last container is gone.
+		global = append(global, "--gofer-network-namespace", "new")
+	}
+	if flags["overlay2"] {
+		// The root file system stays the host directory the Sentry writes through to: hutchd
+		// reads it while the sandbox runs (see --file-access=shared above).
+		global = append(global, "--overlay2", "none")
+	}
+	return global, nil
 }
 
 // probeFlags returns the global flags the runsc at path knows, from `runsc flags` ("-name"
@@ -209,12 +215,11 @@ func probeFlags(path string) (map[string]bool, error) {
 // Name returns "gvisor".
 func (r *Runtime) Name() string { return Name }
 
-// RefusesExtraFiles returns true: see runtime.ExtraFileRefuser and the package doc.
-func (r *Runtime) RefusesExtraFiles() bool { return true }
-
-// DelegatesMemoryLimit returns true: the Sentry never OOM-kills a process of the sandbox (see
-// runtime.MemoryLimitDelegator, adapt and SentryMemory).
-func (r *Runtime) DelegatesMemoryLimit() bool { return true }
+// Features: runsc refuses Spec.ExtraFiles (see the package doc), and the Sentry never
+// OOM-kills a process of the sandbox (see adapt and guard.SentryMemory).
+func (r *Runtime) Features() runtime.Features {
+	return runtime.Features{RefusesExtraFiles: true, DelegatesMemoryLimit: true}
+}
 
 // BuildSpec turns a runtime.Spec into the OCI spec written to the bundle: ocispec's, without
 // the parts runsc rejects or does not apply (see adapt).
@@ -223,14 +228,14 @@ func (r *Runtime) BuildSpec(s runtime.Spec) (*specs.Spec, error) {
 		// The Sentry is the sandbox's kernel and has user namespaces of its own.
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "runsc: container %s: host user namespaces are for runc only", s.ID)
 	}
-	spec, err := r.spec.Build(s)
+	spec, err := r.cli.Spec().Build(s)
 	if err != nil {
 		return nil, err
 	}
 	adapt(spec)
 	keepTmpOnDisk(spec, s.RootFS)
 	if spec.Linux.Resources != nil && spec.Linux.Resources.Memory != nil && spec.Linux.Resources.Memory.Limit != nil {
-		spec.Mounts = append(spec.Mounts, r.guardMount(s.ID)) // the memory guard's count (guard.go)
+		spec.Mounts = append(spec.Mounts, r.guard.Mount(s.ID)) // the memory guard's files
 	}
 	return spec, nil
 }
@@ -281,12 +286,12 @@ func keepTmpOnDisk(spec *specs.Spec, rootFS string) {
 //
 // The pids limit moves into the Sentry: the sandbox's processes get RLIMIT_NPROC = the limit,
 // which the Sentry enforces on every task of uid 0 (it exempts only CAP_SYS_ADMIN and
-// CAP_SYS_RESOURCE, which sandboxes lack), and the host cgroup gets SentryPids(limit), room
+// CAP_SYS_RESOURCE, which sandboxes lack), and the host cgroup gets guard.SentryPids(limit), room
 // for the Sentry's own threads and the platform's stub tasks as well (see SentryPids).
 //
 // The memory limit moves into the sandbox too: the Sentry never OOM-kills one of its
 // processes, so hutchd's agent enforces the limit (runtime.MemoryLimitDelegator), and the host
-// cgroup gets SentryMemory(limit), room for the Sentry's own memory and the agent's polling
+// cgroup gets guard.SentryMemory(limit), room for the Sentry's own memory and the agent's polling
 // interval as well. The Sentry reports the host limit as the sandbox's memory (MemTotal, the
 // cgroupfs memory.limit_in_bytes); the agent kills at the sandbox's own.
 func adapt(spec *specs.Spec) {
@@ -296,7 +301,7 @@ func adapt(spec *specs.Spec) {
 		if res.Pids != nil && res.Pids.Limit > 0 {
 			pids = res.Pids.Limit // before SentryPids below
 		}
-		host := SentryMemory(*res.Memory.Limit, pids)
+		host := guard.SentryMemory(*res.Memory.Limit, pids)
 		res.Memory.Limit = &host
 		if res.Memory.Swap != nil && *res.Memory.Swap > 0 {
 			swap := host // memory+swap = memory: still no swap
@@ -307,7 +312,7 @@ func adapt(spec *specs.Spec) {
 		n := uint64(res.Pids.Limit)
 		spec.Process.Rlimits = slices.DeleteFunc(spec.Process.Rlimits, func(r specs.POSIXRlimit) bool { return r.Type == "RLIMIT_NPROC" })
 		spec.Process.Rlimits = append(spec.Process.Rlimits, specs.POSIXRlimit{Type: "RLIMIT_NPROC", Hard: n, Soft: n})
-		res.Pids.Limit = SentryPids(res.Pids.Limit)
+		res.Pids.Limit = guard.SentryPids(res.Pids.Limit)
 	}
 	if sc := spec.Linux.Seccomp; sc != nil {
 		for i, rule := range sc.Syscalls {
@@ -323,119 +328,11 @@ func adapt(spec *specs.Spec) {
 	}
 }
 
-// SentryPids is the host pids limit of a gVisor sandbox whose processes may hold limit tasks
-// (limit > 0): 3×limit + 256. On the host every sandbox task costs the Sentry a thread and
-// the platform stub tasks (systrap: about 2.2 host tasks per sleeping process, measured 147
-// for 60), and the Sentry has its own Go threads; when the host limit is reached first, the
-// Sentry cannot make a thread and the whole sandbox dies. The sandbox's own limit is enforced
-// inside, where a fork past it fails with EAGAIN as on runc (RLIMIT_NPROC, see adapt). The
-// host limit still bounds a sandbox that spreads its tasks over several uids (RLIMIT_NPROC
-// counts per user): that one loses its Sentry, never a neighbour.
-func SentryPids(limit int64) int64 { return 3*limit + 256 }
-
-// SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
-// bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 256 MiB, so that
-// the memory guard's trigger (halfway from limit to it) has room for the Sentry's memory of
-// half the pids limit's tasks, and a fork bomb room above the trigger. Inside,
-// hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
-// cgroup also holds the Sentry's own memory, which grows with the number of tasks (its task
-// structures and goroutines, the page tables and kernel stacks of the platform's stub processes:
-// measured 2026-11-30 in a lite sandbox, 69 MiB on the host for 31 MiB inside when idle, 210 MiB
-// for 70 MiB with 300 sleeping processes, about 0.45 MiB per process), and what a process
-// allocates between two polls of the agent. Past guardTrigger of it the memory guard kills
-// (guard.go); when the host limit is reached all the same, the host's OOM killer takes the
-// Sentry and the whole sandbox dies (restarted on the next request), never a neighbour.
-// The constant was 128 MiB until a CI run of TestMemoryGuardStopsForkBomb lost its sandbox
-// with 256 MiB above the guard's trigger; it is now 320 MiB for lite (host limit 896 MiB).
-func SentryMemory(limit, pids int64) int64 { return limit + limit/2 + pids*512<<10 + 256<<20 }
-
-// runscID is the container ID runsc knows the sandbox id by: id + ".". runsc takes an ID on
-// its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
+// runscIDSuffix makes the container ID runsc knows sandbox id by: id + ".". runsc takes an ID
+// on its command line as a prefix and refuses one that starts several IDs ("creds" with "creds"
 // and "creds-fork" running: "id is ambiguous", even though one matches exactly); sandbox IDs
-// never contain ".", so with the suffix no ID is a prefix of another. sandboxID undoes it for
-// the IDs runsc lists.
-func runscID(id string) string { return id + "." }
+// never contain ".", so with the suffix no ID is a prefix of another. The driver adds it to
+// every ID it passes (ocicli.Driver.CLIID) and removes it from the IDs runsc lists.
+const runscIDSuffix = "."
 
-// sandboxID is the sandbox ID of a runsc container ID (see runscID).
-func sandboxID(rid string) string { return strings.TrimSuffix(rid, ".") }
-
-func (r *Runtime) bundle(id string) string { return filepath.Join(r.bundleDir, id) }
-
-// command builds a runsc invocation with the global flags.
-func (r *Runtime) command(ctx context.Context, args ...string) *exec.Cmd {
-	global := []string{
-		"--root", r.root,
-		"--platform", r.platform,
-		"--network", r.network,
-		"--file-access", "shared",
-		"--oci-seccomp",
-	}
-	if r.flags["gofer-network-namespace"] {
-		// Each gofer gets a new empty network namespace. The default ("null") bind-mounts one
-		// shared namespace at <root>/null-netns and never unmounts it, so the state directory
-		// could not be removed once the last container is gone.
-		global = append(global, "--gofer-network-namespace", "new")
-	}
-	if r.flags["overlay2"] {
-		// The root file system stays the host directory the Sentry writes through to: hutchd
-		// reads it while the sandbox runs (see --file-access=shared above).
-		global = append(global, "--overlay2", "none")
-	}
-	cmd := exec.CommandContext(ctx, r.binary, append(global, args...)...)
-	cmd.WaitDelay = 5 * time.Second
-	return cmd
-}
-
-// runscError is runsc's stderr for a failed invocation, classified.
-func runscError(op, id string, err error, stderr string) error {
-	msg := lastLine(stderr)
-	if msg == "" {
-		msg = err.Error()
-	}
-	class := errdefs.ErrInternal
-	switch low := strings.ToLower(msg); {
-	case strings.Contains(low, "does not exist"), strings.Contains(low, "no such file"):
-		class = errdefs.ErrNotFound
-	case strings.Contains(low, "already exists"):
-		class = errdefs.ErrAlreadyExists
-	case strings.Contains(low, "not running"), strings.Contains(low, "is not paused"),
-		strings.Contains(low, "is paused"), strings.Contains(low, "cannot pause"),
-		strings.Contains(low, "cannot resume"), strings.Contains(low, "not stopped"),
-		strings.Contains(low, "invalid state"):
-		class = errdefs.ErrFailedPrecondition
-	}
-	return fmt.Errorf("runsc %s %s: %s: %w", op, id, msg, errors.Join(class, err))
-}
-
-// lastLine is the last non-empty line of s, trimmed.
-func lastLine(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-// runSimple runs a short runsc command, returning stdout, or a classified error.
-func (r *Runtime) runSimple(ctx context.Context, op, id string, args ...string) ([]byte, error) {
-	cmd := r.command(ctx, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("runsc %s %s: %w", op, id, errors.Join(errdefs.ErrDeadlineExceeded, ctx.Err()))
-		}
-		return nil, runscError(op, id, err, stderr.String())
-	}
-	return stdout.Bytes(), nil
-}
-
-// exitCode returns the exit status of a finished command, or -1 when it did not exit normally.
-// A process killed by signal N reports 128+N, as a shell does.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		return -1
-	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 128 + int(ws.Signal())
-	}
-	return ee.ExitCode()
-}
+func (r *Runtime) bundle(id string) string { return r.cli.Bundle(id) }

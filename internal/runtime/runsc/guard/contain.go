@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"cmp"
@@ -31,7 +31,7 @@ type guardPass struct {
 	// minProcs is how many processes outside the agent's groups a kill needs (cause
 	// "processes": a sandbox of many threads is not a fork bomb).
 	minProcs int
-	// again is set when the guard's last kill was less than escalateWindow ago (for cause
+	// again is set when the guard's last kill was less than EscalateWindow ago (for cause
 	// "starved": its last starved kill less than starveEscalate ago): it did not end the
 	// attack, and contain kills every group outside the agent's.
 	again bool
@@ -58,9 +58,9 @@ const spreadMin = 64
 //     (victims; the processes of signalled are left out; for cause "starved" the one with the
 //     most CPU time, byCPU), or every such group when g.again,
 //     or when there are spreadMin processes or more and no group holds half of them (a bomb
-//     whose every child starts a session). It writes GuardKillFile.
+//     whose every child starts a session). It writes KillFile.
 //  3. It SIGKILLs the chosen groups while the sandbox is paused, through the Sentry's control
-//     socket (signalGroup: runsc refuses to signal a paused sandbox). Every listed task of a
+//     socket (SignalGroup: runsc refuses to signal a paused sandbox). Every listed task of a
 //     group dies before it runs again, so a bomb forks no more. A group that has no live
 //     process (zombies) is passed over for the next.
 //  4. It resumes the sandbox.
@@ -78,13 +78,13 @@ const spreadMin = 64
 // A sandbox paused by someone else (a disk capture, internal/sandbox) is left paused and not
 // killed: it does not grow. contain holds pauseMu, which Pause and Resume take too, so a
 // capture's pause waits for contain's resume instead of being undone by it.
-func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass, signalled signalledSet) bool {
-	r.pauseMu.Lock()
-	defer r.pauseMu.Unlock()
+func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardPass, signalled signalledSet) bool {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
 	start := time.Now()
 	peak := watchPeak(usagePath, g.used)
 	defer peak()
-	k := GuardKill{ID: id, Cause: g.cause, Usage: g.used, Trigger: g.trigger, HostLimit: g.limit}
+	k := Kill{ID: id, Cause: g.cause, Usage: g.used, Trigger: g.trigger, HostLimit: g.limit}
 	phase := func(d *time.Duration) {
 		*d = time.Since(start) - k.Pause - k.List - k.Resume
 	}
@@ -94,16 +94,16 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	// pause (starve.go; under 128 busy loops a pause at the quota ran past pauseMax).
 	lifted := g.cause != "memory"
 	if lifted {
-		restore = r.liftCPUQuota(id)
+		restore = s.liftCPUQuota(id)
 	}
-	perr := r.pauseUncancelled(ctx, id)
+	perr := s.pauseUncancelled(ctx, id)
 	phase(&k.Pause)
 	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
-		r.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "cause", g.cause, "usage", g.used, "err", perr)
+		s.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "cause", g.cause, "usage", g.used, "err", perr)
 		return false
 	}
 	paused := perr == nil
-	ps, err := r.listProcesses(ctx, id)
+	ps, err := s.Processes(ctx, id)
 	if err == nil {
 		ps = signalled.filter(ps)
 	}
@@ -119,11 +119,11 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		// Before the kill and the resume, so that the agent's enforcer, which holds off after
 		// a guard kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
 		// The cause first: the agent reads it when it sees the new time.
-		if err := r.writeGuardFile(id, filepath.Base(GuardCauseFile), g.cause); err != nil {
-			r.log.Warn("memory guard: cause file", "id", id, "err", err)
+		if err := s.writeGuardFile(id, filepath.Base(CauseFile), g.cause); err != nil {
+			s.log.Warn("memory guard: cause file", "id", id, "err", err)
 		}
-		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
-			r.log.Warn("memory guard: kill file", "id", id, "err", err)
+		if err := s.writeGuardFile(id, filepath.Base(KillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
+			s.log.Warn("memory guard: kill file", "id", id, "err", err)
 		}
 	}
 	var killed []group
@@ -132,9 +132,9 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		if !ok || !paused {
 			break
 		}
-		kerr := r.signalGroup(ctx, id, gr.pgid, unix.SIGKILL)
-		if kerr != nil && !errors.Is(kerr, errGroupGone) {
-			r.log.Warn("memory guard: kill while paused", "id", id, "pgid", gr.pgid, "err", kerr)
+		kerr := s.SignalGroup(ctx, id, gr.pgid, unix.SIGKILL)
+		if kerr != nil && !errors.Is(kerr, ErrGroupGone) {
+			s.log.Warn("memory guard: kill while paused", "id", id, "pgid", gr.pgid, "err", kerr)
 			killFailed = true // the rest after the resume
 			break
 		}
@@ -147,14 +147,14 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		}
 	}
 	if paused {
-		if rerr := r.resumeUncancelled(ctx, id); rerr != nil {
-			r.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
+		if rerr := s.resumeUncancelled(ctx, id); rerr != nil {
+			s.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
 			return false
 		}
 	}
 	phase(&k.Resume)
 	if !ok {
-		r.log.Warn("memory guard: nothing to kill", "id", id, "cause", g.cause, "usage", g.used, "processes", total,
+		s.log.Warn("memory guard: nothing to kill", "id", id, "cause", g.cause, "usage", g.used, "processes", total,
 			"needed", g.minProcs, "paused", paused, "pause_err", perr, "err", err)
 		return false
 	}
@@ -162,10 +162,10 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	switch {
 	case killFailed:
 		if !lifted {
-			restore = r.liftCPUQuota(id)
+			restore = s.liftCPUQuota(id)
 		}
 		var more []group
-		more, rounds, err = r.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
+		more, rounds, err = s.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
 		killed = append(killed, more...)
 	case len(killed) == 0:
 		// Every group was found gone while paused (members exiting, zombies): nothing to
@@ -177,14 +177,14 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	if len(killed) > 0 {
 		k.PGID = killed[0].pgid
 	}
-	r.log.Warn("memory guard: killed process groups of a sandbox near its host limits",
+	s.log.Warn("memory guard: killed process groups of a sandbox near its host limits",
 		"id", id, "cause", g.cause, "pgid", k.PGID, "groups", k.Groups, "processes", k.Processes, "rounds", rounds,
 		"paused", paused, "pause_err", perr,
 		"pause", k.Pause.Round(time.Millisecond), "list", k.List.Round(time.Millisecond),
 		"resume", k.Resume.Round(time.Millisecond), "kill", k.Kill.Round(time.Millisecond),
 		"usage", g.used, "peak", k.Peak, "trigger", g.trigger, "host_limit", g.limit, "err", err)
-	if r.onGuardKill != nil {
-		r.onGuardKill(k)
+	if s.OnKill != nil {
+		s.OnKill(k)
 	}
 	return true
 }
@@ -211,7 +211,7 @@ func processCount(groups []group) int {
 
 // remaining returns the groups of groups that the kill while paused did not signal
 // (signalled holds their listed processes, in ps): the kill after the resume takes them.
-func remaining(groups []group, signalled signalledSet, ps []psEntry) []group {
+func remaining(groups []group, signalled signalledSet, ps []Process) []group {
 	taken := map[int]bool{}
 	for _, p := range ps {
 		if signalled[p.PID] {
@@ -235,9 +235,9 @@ func remaining(groups []group, signalled signalledSet, ps []psEntry) []group {
 // another group grew). A group still there after killGroupMax does not die: zombies whose
 // parent lives on, which runsc signals without an error. The next group then, up to
 // maxSkippedGroups. rounds is the signals of the last group that took one.
-func (r *Runtime) killAfterResume(ctx context.Context, id string, ps []psEntry, groups []group, signalled signalledSet, all bool) (killed []group, rounds int, err error) {
+func (s *Supervisor) killAfterResume(ctx context.Context, id string, ps []Process, groups []group, signalled signalledSet, all bool) (killed []group, rounds int, err error) {
 	for i, gr := range groups {
-		n, gone, kerr := r.killGroup(ctx, id, gr.pgid)
+		n, gone, kerr := s.killGroup(ctx, id, gr.pgid)
 		signalled.add(ps, gr.pgid)
 		if n > 0 {
 			rounds = n
@@ -300,9 +300,9 @@ type signalledSet map[int]bool
 
 // filter returns ps without the PIDs of s, and forgets the PIDs of s not in ps (gone, so
 // their number may be used again).
-func (s signalledSet) filter(ps []psEntry) []psEntry {
+func (s signalledSet) filter(ps []Process) []Process {
 	listed := make(map[int]bool, len(ps))
-	var out []psEntry
+	var out []Process
 	for _, p := range ps {
 		listed[p.PID] = true
 		if !s[p.PID] {
@@ -318,7 +318,7 @@ func (s signalledSet) filter(ps []psEntry) []psEntry {
 }
 
 // add records the processes of group pgid in ps as signalled.
-func (s signalledSet) add(ps []psEntry, pgid int) {
+func (s signalledSet) add(ps []Process, pgid int) {
 	for _, p := range ps {
 		if p.PGID == pgid {
 			s[p.PID] = true
@@ -326,14 +326,14 @@ func (s signalledSet) add(ps []psEntry, pgid int) {
 	}
 }
 
-// GuardKill describes a memory guard's kill (Config.OnGuardKill) in container ID, for Cause
+// Kill describes a memory guard's kill (Supervisor.OnKill) in container ID, for Cause
 // ("memory" or "processes", guardPass): of Groups process groups, the largest PGID, holding
 // Processes processes when listed, in Rounds SIGKILLs (1: while paused), when the host cgroup's
 // memory use was Usage bytes, of a Trigger and a limit of HostLimit. Peak is the highest use
 // sampled (every 10 ms) from then to the last round. Pause, List, Resume and Kill are how long
 // contain's steps took (Pause and Resume about 0 when the sandbox was not paused). Err is the
 // last refusal of a kill other than the group's absence, if any.
-type GuardKill struct {
+type Kill struct {
 	ID, Cause                       string
 	PGID, Groups, Processes, Rounds int
 	Usage, Peak, Trigger            int64
@@ -348,19 +348,19 @@ type GuardKill struct {
 // since the Sentry counts pauses, no later resume (refused: "not paused") nor a second pause
 // and its resume would then restart the tasks. Seen: a guard's pause past a 3 s timeout,
 // retried, left a sandbox's tasks stopped for good.
-func (r *Runtime) pauseUncancelled(ctx context.Context, id string) error {
-	return r.runUncancelled(ctx, id, "pause")
+func (s *Supervisor) pauseUncancelled(ctx context.Context, id string) error {
+	return s.runUncancelled(ctx, id, "pause")
 }
 
-func (r *Runtime) resumeUncancelled(ctx context.Context, id string) error {
-	return r.runUncancelled(ctx, id, "resume")
+func (s *Supervisor) resumeUncancelled(ctx context.Context, id string) error {
+	return s.runUncancelled(ctx, id, "resume")
 }
 
 // runUncancelled runs `runsc OP id.` to its end whatever ctx does, bounded by pauseMax.
-func (r *Runtime) runUncancelled(ctx context.Context, id, op string) error {
+func (s *Supervisor) runUncancelled(ctx context.Context, id, op string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pauseMax)
 	defer cancel()
-	_, err := r.runSimple(ctx, op, id, op, runscID(id))
+	_, err := s.cli.Run(ctx, op, id, op, s.cliID(id))
 	return err
 }
 
@@ -379,28 +379,28 @@ const (
 // is gone. One is not enough for a fork bomb that runs: gVisor signals the group's members
 // one by one, and a member's fork in progress completes with a child that got no signal
 // (measured: 158 processes killed, 165 in the same group 1.8 s later). It signals through the
-// control socket (signalGroup), else with `runsc kill`. err is the last refusal other than the
+// control socket (SignalGroup), else with `runsc kill`. err is the last refusal other than the
 // group's absence, or ctx's.
-func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds int, gone bool, err error) {
+func (s *Supervisor) killGroup(ctx context.Context, id string, pgid int) (rounds int, gone bool, err error) {
 	control := true
 	deadline := time.Now().Add(killGroupMax)
 	for ctx.Err() == nil {
 		kctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		var kerr error
 		if control {
-			kerr = r.signalGroup(kctx, id, pgid, unix.SIGKILL)
+			kerr = s.SignalGroup(kctx, id, pgid, unix.SIGKILL)
 			if errors.Is(kerr, errNoControl) {
-				r.log.Warn("memory guard: control socket, using runsc kill", "id", id, "err", kerr)
+				s.log.Warn("memory guard: control socket, using runsc kill", "id", id, "err", kerr)
 				control = false
 			}
 		}
 		if !control {
-			_, kerr = r.runSimple(kctx, "kill", id, "kill", "--pgid", strconv.Itoa(pgid), runscID(id), "KILL")
+			_, kerr = s.cli.Run(kctx, "kill", id, "kill", "--pgid", strconv.Itoa(pgid), s.cliID(id), "KILL")
 		}
 		cancel()
 		if kerr != nil {
 			// "… process group", or a group of only exiting members
-			if errors.Is(kerr, errGroupGone) || strings.Contains(kerr.Error(), "no such process") {
+			if errors.Is(kerr, ErrGroupGone) || strings.Contains(kerr.Error(), "no such process") {
 				return rounds, true, nil
 			}
 			return rounds, false, kerr
@@ -417,20 +417,20 @@ func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds in
 	return rounds, false, ctx.Err()
 }
 
-// psEntry is a process of `runsc ps` (gVisor's control.Process).
-type psEntry struct {
+// Process is a process of `runsc ps` (gVisor's control.Process).
+type Process struct {
 	PID, PPID, PGID int
 	// CPU is the process's CPU time so far (TIME; 0 when runsc printed none it could parse).
 	CPU time.Duration
 	Cmd string
 }
 
-// listProcesses returns id's processes (`runsc ps`), zombies included.
-func (r *Runtime) listProcesses(ctx context.Context, id string) ([]psEntry, error) {
+// Processes returns id's processes (`runsc ps`), zombies included.
+func (s *Supervisor) Processes(ctx context.Context, id string) ([]Process, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// The table: `--format json` lists PIDs only, as runc's does.
-	out, err := r.runSimple(ctx, "ps", id, "ps", runscID(id))
+	out, err := s.cli.Run(ctx, "ps", id, "ps", s.cliID(id))
 	if err != nil {
 		return nil, err
 	}
@@ -443,21 +443,21 @@ func (r *Runtime) listProcesses(ctx context.Context, id string) ([]psEntry, erro
 
 // parsePS reads `runsc ps`'s table: a header "UID PID PPID PGID C TTY STIME TIME CMD", then a
 // line per process; lines of fewer than 9 fields (a name's part after a newline) are skipped.
-func parsePS(out []byte) ([]psEntry, error) {
+func parsePS(out []byte) ([]Process, error) {
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if h := strings.Fields(lines[0]); len(h) < 9 || h[1] != "PID" || h[2] != "PPID" || h[3] != "PGID" || h[8] != "CMD" {
 		return nil, fmt.Errorf("unexpected header %q", lines[0])
 	}
-	var ps []psEntry
+	var ps []Process
 	for _, l := range lines[1:] {
 		f := strings.Fields(l)
 		if len(f) < 9 {
 			// The rest of a command name with a newline in it (runsc prints the executable's
 			// base name, up to 15 bytes: too short for the 9 fields of a line of its own).
-			// Found by a breaker: failing the whole table on it kept the guard from killing.
+			// Failing the whole table on it would keep the guard from killing.
 			continue
 		}
-		var p psEntry
+		var p Process
 		var err error
 		for i, dst := range []*int{&p.PID, &p.PPID, &p.PGID} {
 			if *dst, err = strconv.Atoi(f[1+i]); err != nil {
@@ -482,9 +482,9 @@ type group struct {
 // to the lower group ID). Protected are PID 1's group and the agent server's: the first
 // hutch-init child of PID 1 (the lowest PID; PID 1 starts it before any command runs, so a
 // process that names itself hutch-init and is reparented to PID 1 later has a higher one).
-func victims(ps []psEntry) []group {
+func victims(ps []Process) []group {
 	protected := map[int]bool{0: true}
-	server := psEntry{}
+	server := Process{}
 	for _, p := range ps {
 		if p.PID == 1 {
 			protected[p.PGID] = true
@@ -524,7 +524,7 @@ func victims(ps []psEntry) []group {
 
 // pickGroup returns the largest process group of ps the guard may kill (victims) and its size
 // (0, 0: none).
-func pickGroup(ps []psEntry) (pgid, n int) {
+func pickGroup(ps []Process) (pgid, n int) {
 	if gs := victims(ps); len(gs) > 0 {
 		return gs[0].pgid, gs[0].n
 	}

@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"fmt"
@@ -9,39 +9,39 @@ import (
 )
 
 func TestPickGroup(t *testing.T) {
-	agent := []psEntry{
+	agent := []Process{
 		{PID: 1, PPID: 0, PGID: 1, Cmd: "hutch-init"},
 		{PID: 7, PPID: 1, PGID: 7, Cmd: "hutch-init"}, // the agent server, in a group of its own
 	}
 	for _, tc := range []struct {
 		name    string
-		ps      []psEntry
+		ps      []Process
 		pgid, n int
 	}{
 		{"only the agent", agent, 0, 0},
-		{"a fork bomb", append(append([]psEntry{}, agent...),
-			psEntry{PID: 20, PPID: 7, PGID: 20, Cmd: "hutch-init"}, // a command's shim
-			psEntry{PID: 21, PPID: 20, PGID: 20, Cmd: "bash"},
-			psEntry{PID: 22, PPID: 21, PGID: 20, Cmd: "python3"},
-			psEntry{PID: 23, PPID: 22, PGID: 20, Cmd: "python3"},
-			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "hutch-init"},
-			psEntry{PID: 31, PPID: 30, PGID: 30, Cmd: "sleep"},
+		{"a fork bomb", append(append([]Process{}, agent...),
+			Process{PID: 20, PPID: 7, PGID: 20, Cmd: "hutch-init"}, // a command's shim
+			Process{PID: 21, PPID: 20, PGID: 20, Cmd: "bash"},
+			Process{PID: 22, PPID: 21, PGID: 20, Cmd: "python3"},
+			Process{PID: 23, PPID: 22, PGID: 20, Cmd: "python3"},
+			Process{PID: 30, PPID: 7, PGID: 30, Cmd: "hutch-init"},
+			Process{PID: 31, PPID: 30, PGID: 30, Cmd: "sleep"},
 		), 20, 4},
-		{"a group taken out (no live process): the next", append(append([]psEntry{}, agent...),
-			psEntry{PID: 30, PPID: 7, PGID: 30, Cmd: "python3"},
+		{"a group taken out (no live process): the next", append(append([]Process{}, agent...),
+			Process{PID: 30, PPID: 7, PGID: 30, Cmd: "python3"},
 		), 30, 1},
-		{"processes in PID 1's group are the agent's", append(append([]psEntry{}, agent...),
-			psEntry{PID: 40, PPID: 1, PGID: 1, Cmd: "sh"},
-			psEntry{PID: 41, PPID: 1, PGID: 1, Cmd: "sh"},
-			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "sleep"},
+		{"processes in PID 1's group are the agent's", append(append([]Process{}, agent...),
+			Process{PID: 40, PPID: 1, PGID: 1, Cmd: "sh"},
+			Process{PID: 41, PPID: 1, PGID: 1, Cmd: "sh"},
+			Process{PID: 50, PPID: 7, PGID: 50, Cmd: "sleep"},
 		), 50, 1},
-		{"a later hutch-init child of PID 1 is not the agent", append(append([]psEntry{}, agent...),
-			psEntry{PID: 90, PPID: 1, PGID: 90, Cmd: "hutch-init"},
-			psEntry{PID: 91, PPID: 90, PGID: 90, Cmd: "python3"},
+		{"a later hutch-init child of PID 1 is not the agent", append(append([]Process{}, agent...),
+			Process{PID: 90, PPID: 1, PGID: 90, Cmd: "hutch-init"},
+			Process{PID: 91, PPID: 90, PGID: 90, Cmd: "python3"},
 		), 90, 2},
-		{"a tie goes to the older group", append(append([]psEntry{}, agent...),
-			psEntry{PID: 60, PPID: 7, PGID: 60, Cmd: "a"},
-			psEntry{PID: 50, PPID: 7, PGID: 50, Cmd: "b"},
+		{"a tie goes to the older group", append(append([]Process{}, agent...),
+			Process{PID: 60, PPID: 7, PGID: 60, Cmd: "a"},
+			Process{PID: 50, PPID: 7, PGID: 50, Cmd: "b"},
 		), 50, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestParsePS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []psEntry{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 22, PPID: 7, PGID: 20, CPU: 1200 * time.Millisecond, Cmd: "python3"}}
+	want := []Process{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 22, PPID: 7, PGID: 20, CPU: 1200 * time.Millisecond, Cmd: "python3"}}
 	if len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] {
 		t.Fatalf("parsePS = %+v; want %+v", ps, want)
 	}
@@ -127,9 +127,9 @@ func TestParsePS(t *testing.T) {
 		"0 41 1 41 9 ? 09:44 3s python3\n" +
 		"0 42 1 41 0 ? 09:44 ? python3\n"
 	ps, err = parsePS([]byte(named))
-	want = []psEntry{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 40, PPID: 1, PGID: 40, CPU: 10 * time.Millisecond, Cmd: "x"}, {PID: 41, PPID: 1, PGID: 41, CPU: 3 * time.Second, Cmd: "python3"}}
+	want = []Process{{PID: 1, PPID: 0, PGID: 1, CPU: 10 * time.Millisecond, Cmd: "hutch-init"}, {PID: 40, PPID: 1, PGID: 40, CPU: 10 * time.Millisecond, Cmd: "x"}, {PID: 41, PPID: 1, PGID: 41, CPU: 3 * time.Second, Cmd: "python3"}}
 	// A TIME that is no duration counts as none.
-	want = append(want, psEntry{PID: 42, PPID: 1, PGID: 41, Cmd: "python3"})
+	want = append(want, Process{PID: 42, PPID: 1, PGID: 41, Cmd: "python3"})
 	if err != nil || len(ps) != len(want) || ps[0] != want[0] || ps[1] != want[1] || ps[2] != want[2] || ps[3] != want[3] {
 		t.Fatalf("parsePS(a name with a newline) = %+v, %v; want %+v", ps, err, want)
 	}
@@ -144,17 +144,17 @@ func TestParsePS(t *testing.T) {
 // the next choice; a PID no longer listed is forgotten, so its number may come back.
 func TestSignalledSet(t *testing.T) {
 	s := signalledSet{}
-	decoy := []psEntry{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}, {PID: 11, PGID: 10}, {PID: 12, PGID: 10}, {PID: 20, PGID: 20}}
+	decoy := []Process{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}, {PID: 11, PGID: 10}, {PID: 12, PGID: 10}, {PID: 20, PGID: 20}}
 	s.add(decoy, 10)
 	// Still listed (zombies), with a bomb of two in group 30: the bomb is chosen.
-	next := append(append([]psEntry{}, decoy...), psEntry{PID: 30, PGID: 30}, psEntry{PID: 31, PGID: 30})
+	next := append(append([]Process{}, decoy...), Process{PID: 30, PGID: 30}, Process{PID: 31, PGID: 30})
 	live := s.filter(next)
 	if pgid, n := pickGroup(live); pgid != 30 || n != 2 {
 		t.Errorf("after the decoy's kill: pickGroup = %d, %d; want the bomb, 30, 2", pgid, n)
 	}
 	// 11 and 12 reaped; 11 comes back as a new process.
-	s.filter([]psEntry{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}})
-	if got := s.filter([]psEntry{{PID: 11, PGID: 11}}); len(got) != 1 {
+	s.filter([]Process{{PID: 1, PGID: 1}, {PID: 10, PGID: 10}})
+	if got := s.filter([]Process{{PID: 11, PGID: 11}}); len(got) != 1 {
 		t.Errorf("a reused PID was left out: %v", got)
 	}
 	if s[10] {

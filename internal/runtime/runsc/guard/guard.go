@@ -1,22 +1,7 @@
-package runsc
-
-import (
-	"context"
-	"errors"
-	"os"
-	"path/filepath"
-	"strconv"
-	"sync"
-	"time"
-
-	specs "github.com/opencontainers/runtime-spec/specs-go"
-
-	"github.com/hutchdev/hutch/internal/runtime/ocispec"
-)
-
-// The memory guard is the host-side backstop of a gVisor sandbox's memory limit. Inside,
-// hutchd's agent enforces the limit (internal/agent/oom): it reads the usage and kills the
-// process Linux would. But the agent is one more task of the Sentry, which schedules its tasks
+// Package guard is gVisor's memory guard: the host-side backstop of a gVisor sandbox's memory
+// limit, and of its process limit and its agent's share of the CPU. Inside, hutchd's agent
+// enforces the limit (internal/agent/oom): it reads the usage and kills the process Linux
+// would. But the agent is one more task of the Sentry, which schedules its tasks
 // with no regard for nice values: under hundreds of busy tasks (a fork bomb) in a sandbox of a
 // sixteenth of a CPU the agent runs too rarely to act, the Sentry's memory reaches the host
 // cgroup's limit (SentryMemory) and the host's OOM killer ends the whole sandbox. The guard
@@ -32,30 +17,94 @@ import (
 // The guard also tells the agent when to look: reading the sandbox's memory use inside gVisor
 // makes the Sentry scan its memory file (about 3 ms of a lite sandbox's CPU per read, half of
 // its quota at 10 reads a second), while the host cgroup's use costs the guard nothing and is
-// never below the use inside. So the guard keeps GuardPressureFile at "1" while the host use is
+// never below the use inside. So the guard keeps PressureFile at "1" while the host use is
 // above the sandbox's own limit (and "0" again once it is 1/16 below it), and the agent reads
 // the use inside only then.
 //
 // A guard kill is reported like an OOM kill: before each kill the guard writes the time in
-// GuardKillFile, which the agent compares with the value when a process started (a time, not a
+// KillFile, which the agent compares with the value when a process started (a time, not a
 // count: it only grows, across hutchd restarts and memory wakes, which recreate the file).
 //
-// The files live in the bundle's guard directory, bound read-only at GuardDir in the sandbox.
+// The files live in the bundle's guard directory, bound read-only at Dir in the sandbox.
+package guard
 
-// GuardDir is where the memory guard's files are readable inside a gVisor sandbox;
-// internal/agent/oom reads them. GuardKillFile holds the Unix time in nanoseconds of the guard's
-// last kill ("0": none), GuardCauseFile that kill's cause (guardPass.cause: "memory",
-// "processes" or "starved"; written before GuardKillFile), GuardPressureFile "1" while the host
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/hutchdev/hutch/internal/runtime/ocicli"
+	"github.com/hutchdev/hutch/internal/runtime/ocispec"
+)
+
+// Supervisor runs the memory guards of the containers of one runsc driver, one per running
+// container, and serialises their pauses with the runtime's (Pause, Resume). Set OnKill and
+// AgentProbe before the first Start.
+type Supervisor struct {
+	// OnKill, if set, is called after each kill of a guard, from the guard's goroutine; it
+	// must not block for long. hutchd records it in its audit log.
+	OnKill func(Kill)
+	// AgentProbe, if set, asks container id's agent whether it answers (hutchd: a ping of the
+	// agent, sandbox.Manager.PingAgent) and returns an error if it does not before ctx ends. The
+	// guard calls it while the sandbox uses its whole CPU quota, and kills when the agent does
+	// not answer in time (starve.go). Without it the guard has no starved cause.
+	AgentProbe func(ctx context.Context, id string) error
+
+	cli   *ocicli.Driver
+	root  string                 // runsc's --root, where the control sockets are
+	cliID func(id string) string // the ID runsc knows container id by
+	log   *slog.Logger
+	// guards are the running guards, one per running container.
+	guards guards
+	// pauseMu serialises Pause, Resume and a guard's pause-list-resume (contain).
+	pauseMu sync.Mutex
+}
+
+// New returns the supervisor of cli's containers (a runsc driver); log receives the guards'
+// lines.
+func New(cli *ocicli.Driver, log *slog.Logger) *Supervisor {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Supervisor{cli: cli, root: cli.Root(), cliID: cli.CLIID, log: log}
+}
+
+// Pause runs `runsc pause` for id to the end whatever ctx does (pauseUncancelled), after any
+// guard's pause of id is over (contain).
+func (s *Supervisor) Pause(ctx context.Context, id string) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	return s.pauseUncancelled(ctx, id)
+}
+
+// Resume runs `runsc resume` for id as Pause runs its pause.
+func (s *Supervisor) Resume(ctx context.Context, id string) error {
+	s.pauseMu.Lock()
+	defer s.pauseMu.Unlock()
+	return s.resumeUncancelled(ctx, id)
+}
+
+// Dir is where the memory guard's files are readable inside a gVisor sandbox;
+// internal/agent/oom reads them. KillFile holds the Unix time in nanoseconds of the guard's
+// last kill ("0": none), CauseFile that kill's cause (guardPass.cause: "memory",
+// "processes" or "starved"; written before KillFile), PressureFile "1" while the host
 // memory use is above the sandbox's limit, else "0".
 const (
-	GuardDir          = "/run/hutch-guard"
-	GuardKillFile     = GuardDir + "/last_kill"
-	GuardCauseFile    = GuardDir + "/last_kill_cause"
-	GuardPressureFile = GuardDir + "/pressure"
+	Dir          = "/run/hutch-guard"
+	KillFile     = Dir + "/last_kill"
+	CauseFile    = Dir + "/last_kill_cause"
+	PressureFile = Dir + "/pressure"
 )
 
 // guardLimitFile, in the guard directory, keeps the sandbox's own memory limit (bytes) for a
-// guard started by Adopt.
+// guard started for a container a restarted hutchd took over.
 const guardLimitFile = "memory_limit"
 
 // guardInterval is how often a guard reads its sandbox's host memory use; settleStep and
@@ -67,6 +116,31 @@ const (
 	// pauseMax bounds a pause or resume (pauseUncancelled).
 	pauseMax = 2 * time.Minute
 )
+
+// SentryPids is the host pids limit of a gVisor sandbox whose processes may hold limit tasks
+// (limit > 0): 3×limit + 256. On the host every sandbox task costs the Sentry a thread and
+// the platform stub tasks (systrap: about 2.2 host tasks per sleeping process, measured 147
+// for 60), and the Sentry has its own Go threads; when the host limit is reached first, the
+// Sentry cannot make a thread and the whole sandbox dies. The sandbox's own limit is enforced
+// inside, where a fork past it fails with EAGAIN as on runc (RLIMIT_NPROC, see runsc's adapt). The
+// host limit still bounds a sandbox that spreads its tasks over several uids (RLIMIT_NPROC
+// counts per user): that one loses its Sentry, never a neighbour.
+func SentryPids(limit int64) int64 { return 3*limit + 256 }
+
+// SentryMemory is the host memory limit of a gVisor sandbox whose processes may use limit
+// bytes (limit > 0) and hold pids tasks: limit + limit/2 + 512 KiB per task + 256 MiB, so that
+// the memory guard's trigger (halfway from limit to it) has room for the Sentry's memory of
+// half the pids limit's tasks, and a fork bomb room above the trigger. Inside,
+// hutchd's agent keeps the processes' memory at or under limit (internal/agent/oom); the host
+// cgroup also holds the Sentry's own memory, which grows with the number of tasks (its task
+// structures and goroutines, the page tables and kernel stacks of the platform's stub processes:
+// measured 2026-11-30 in a lite sandbox, 69 MiB on the host for 31 MiB inside when idle, 210 MiB
+// for 70 MiB with 300 sleeping processes, about 0.45 MiB per process), and what a process
+// allocates between two polls of the agent. Past guardTrigger of it the memory guard kills; when the host limit is reached all the same, the host's OOM killer takes the
+// Sentry and the whole sandbox dies (restarted on the next request), never a neighbour.
+// The constant was 128 MiB until a CI run of TestMemoryGuardStopsForkBomb lost its sandbox
+// with 256 MiB above the guard's trigger; it is now 320 MiB for lite (host limit 896 MiB).
+func SentryMemory(limit, pids int64) int64 { return limit + limit/2 + pids*512<<10 + 256<<20 }
 
 // guardTrigger is the host memory use past which the guard kills, for a sandbox limited to own
 // bytes in a host cgroup limited to host: halfway between the two (3/4 of host without own).
@@ -83,21 +157,21 @@ func guardTrigger(own, host int64) int64 {
 	return own + (host-own)/2
 }
 
-// guardDir is the bundle's directory mounted read-only at GuardDir.
-func (r *Runtime) guardDir(id string) string { return filepath.Join(r.bundle(id), "guard") }
+// hostDir is the bundle's directory mounted read-only at Dir.
+func (s *Supervisor) hostDir(id string) string { return filepath.Join(s.cli.Bundle(id), "guard") }
 
-// guardMount is the spec mount of guardDir.
-func (r *Runtime) guardMount(id string) specs.Mount {
-	return specs.Mount{Destination: GuardDir, Type: "bind", Source: r.guardDir(id), Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}
+// Mount is the spec mount of hostDir.
+func (s *Supervisor) Mount(id string) specs.Mount {
+	return specs.Mount{Destination: Dir, Type: "bind", Source: s.hostDir(id), Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}
 }
 
-// initGuardDir (re)creates id's guard directory for a sandbox limited to limit bytes.
-func (r *Runtime) initGuardDir(id string, limit int64) error {
-	if err := os.MkdirAll(r.guardDir(id), 0o755); err != nil {
+// Init (re)creates id's guard directory for a sandbox limited to limit bytes.
+func (s *Supervisor) Init(id string, limit int64) error {
+	if err := os.MkdirAll(s.hostDir(id), 0o755); err != nil {
 		return err
 	}
-	for name, v := range map[string]string{filepath.Base(GuardKillFile): "0", filepath.Base(GuardCauseFile): "", filepath.Base(GuardPressureFile): "0", guardLimitFile: strconv.FormatInt(limit, 10)} {
-		if err := r.writeGuardFile(id, name, v); err != nil {
+	for name, v := range map[string]string{filepath.Base(KillFile): "0", filepath.Base(CauseFile): "", filepath.Base(PressureFile): "0", guardLimitFile: strconv.FormatInt(limit, 10)} {
+		if err := s.writeGuardFile(id, name, v); err != nil {
 			return err
 		}
 	}
@@ -105,8 +179,8 @@ func (r *Runtime) initGuardDir(id string, limit int64) error {
 }
 
 // writeGuardFile replaces file name of id's guard directory with v and a newline.
-func (r *Runtime) writeGuardFile(id, name, v string) error {
-	dir := r.guardDir(id)
+func (s *Supervisor) writeGuardFile(id, name, v string) error {
+	dir := s.hostDir(id)
 	tmp := filepath.Join(dir, "."+name)
 	if err := os.WriteFile(tmp, []byte(v+"\n"), 0o644); err != nil {
 		return err
@@ -116,8 +190,8 @@ func (r *Runtime) writeGuardFile(id, name, v string) error {
 
 // setPressure overwrites the pressure file in place ("0\n" and "1\n" have one length), not by
 // a rename: the agent keeps it open and rereads it (oom.Enforcer).
-func (r *Runtime) setPressure(id string, on bool) error {
-	f, err := os.OpenFile(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)), os.O_WRONLY, 0)
+func (s *Supervisor) setPressure(id string, on bool) error {
+	f, err := os.OpenFile(filepath.Join(s.hostDir(id), filepath.Base(PressureFile)), os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
@@ -131,46 +205,43 @@ type guards struct {
 	cancel map[string]context.CancelFunc
 }
 
-// Adopt starts the memory guard of a running container that a restarted hutchd took over
-// (runtime.Adopter); Start and Restore start it themselves.
-func (r *Runtime) Adopt(id string) { r.startGuard(id) }
-
-// startGuard starts id's guard unless it runs already.
-func (r *Runtime) startGuard(id string) {
-	r.guards.mu.Lock()
-	defer r.guards.mu.Unlock()
-	if _, ok := r.guards.cancel[id]; ok {
+// Start starts id's guard unless it runs already: runsc's Start and Restore do, and Adopt for
+// a running container a restarted hutchd took over.
+func (s *Supervisor) Start(id string) {
+	s.guards.mu.Lock()
+	defer s.guards.mu.Unlock()
+	if _, ok := s.guards.cancel[id]; ok {
 		return
 	}
-	if r.guards.cancel == nil {
-		r.guards.cancel = map[string]context.CancelFunc{}
+	if s.guards.cancel == nil {
+		s.guards.cancel = map[string]context.CancelFunc{}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r.guards.cancel[id] = cancel
+	s.guards.cancel[id] = cancel
 	go func() {
-		r.guard(ctx, id)
-		r.guards.mu.Lock()
-		defer r.guards.mu.Unlock()
-		if ctx.Err() == nil { // not replaced by stopGuard and a new start
-			delete(r.guards.cancel, id)
+		s.guard(ctx, id)
+		s.guards.mu.Lock()
+		defer s.guards.mu.Unlock()
+		if ctx.Err() == nil { // not replaced by Stop and a new start
+			delete(s.guards.cancel, id)
 		}
 		cancel()
 	}()
 }
 
-// stopGuard stops id's guard, if any.
-func (r *Runtime) stopGuard(id string) {
-	r.guards.mu.Lock()
-	defer r.guards.mu.Unlock()
-	if cancel, ok := r.guards.cancel[id]; ok {
+// Stop stops id's guard, if any.
+func (s *Supervisor) Stop(id string) {
+	s.guards.mu.Lock()
+	defer s.guards.mu.Unlock()
+	if cancel, ok := s.guards.cancel[id]; ok {
 		cancel()
-		delete(r.guards.cancel, id)
+		delete(s.guards.cancel, id)
 	}
 }
 
 // guard watches id until ctx ends or its cgroup is gone.
-func (r *Runtime) guard(ctx context.Context, id string) {
-	dirs := r.spec.CgroupDirs(id)
+func (s *Supervisor) guard(ctx context.Context, id string) {
+	dirs := s.cli.CgroupDirs(id)
 	usagePath, limitPath, ok := ocispec.MemoryFiles(dirs)
 	if !ok {
 		return
@@ -180,13 +251,13 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		return // "max" or unlimited: no limit to guard
 	}
 	// The sandbox's own limit, for the trigger and the pressure signal (0: none).
-	own, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), guardLimitFile))
+	own, _ := ocispec.ReadInt(filepath.Join(s.hostDir(id), guardLimitFile))
 	trigger := guardTrigger(own, limit)
 	tasksPath, tasksHint, minProcs := pidsGuard(dirs)
-	p, _ := ocispec.ReadInt(filepath.Join(r.guardDir(id), filepath.Base(GuardPressureFile)))
+	p, _ := ocispec.ReadInt(filepath.Join(s.hostDir(id), filepath.Base(PressureFile)))
 	pressure := p == 1
 	signalled := signalledSet{}
-	starve := newStarveWatch(id, dirs, r.agentProbe)
+	starve := newStarveWatch(id, dirs, s.AgentProbe)
 	defer starve.stop()
 	var lastKill, lastStarved, quietUntil, starvedQuiet time.Time
 	// starved is set when the starvation watch reported the agent starved, until a pass of
@@ -210,19 +281,19 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		}
 		if own > 0 && (used > own) != pressure && (used > own || used < own-own/16) {
 			pressure = used > own
-			if err := r.setPressure(id, pressure); err != nil {
-				r.log.Warn("memory guard: pressure file", "id", id, "err", err)
+			if err := s.setPressure(id, pressure); err != nil {
+				s.log.Warn("memory guard: pressure file", "id", id, "err", err)
 			}
 		}
 		now := time.Now()
-		g := guardPass{used: used, trigger: trigger, limit: limit, again: now.Sub(lastKill) < escalateWindow}
+		g := guardPass{used: used, trigger: trigger, limit: limit, again: now.Sub(lastKill) < EscalateWindow}
 		if used <= trigger {
 			held = 0
 		}
 		if used > trigger && (held == 0 || used > held+heldMargin) {
 			g.cause = "memory"
 		} else if tasks, err := ocispec.ReadInt(tasksPath); err == nil && tasksHint > 0 && tasks >= tasksHint && now.After(quietUntil) {
-			if r.crowded(ctx, id, minProcs, signalled) {
+			if s.crowded(ctx, id, minProcs, signalled) {
 				g.cause, g.minProcs = "processes", minProcs
 			} else {
 				quietUntil = now.Add(crowdedQuiet)
@@ -239,7 +310,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if g.cause == "" {
 			continue
 		}
-		if !r.contain(ctx, id, usagePath, g, signalled) {
+		if !s.contain(ctx, id, usagePath, g, signalled) {
 			switch g.cause {
 			case "processes":
 				quietUntil = time.Now().Add(crowdedQuiet)
@@ -259,7 +330,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		starve.reset(lastKill) // new evidence for the next starved kill
 		starved = false
 		quietUntil = lastKill.Add(crowdedQuiet) // the killed processes exit meanwhile
-		r.settle(ctx, usagePath, trigger)
+		s.settle(ctx, usagePath, trigger)
 		if u, err := ocispec.ReadInt(usagePath); err == nil && u > trigger {
 			held = u
 		}
@@ -270,7 +341,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 // shells (bash's `:(){ :|:& };:`) fills the limit with small processes that spin on fork's
 // EAGAIN: the host memory stays far under the trigger (220 to 423 MiB in a lite sandbox),
 // while the Sentry, which schedules its tasks with no regard for nice values, runs the agent
-// too rarely to answer or to end the command at its timeout. Found by a breaker: the sandbox
+// too rarely to answer or to end the command at its timeout. Seen: the sandbox
 // answered nothing for 14 minutes.
 //
 // The host cgroup's task count (pids.current) costs nothing to read, but it is only a hint: each
@@ -289,9 +360,9 @@ const (
 	// past the trigger, for over 10 s after a bomb died, and the guard's next pass killed the
 	// one process left outside PID 1's group.
 	heldMargin = 32 << 20
-	// escalateWindow: a kill less than this after the last one means that one did not end
+	// EscalateWindow: a kill less than this after the last one means that one did not end
 	// the attack (guardPass.again).
-	escalateWindow = 10 * time.Second
+	EscalateWindow = 10 * time.Second
 )
 
 // sentryThreads is room for the Sentry's own threads in the task count hint (about 60 in an idle
@@ -323,8 +394,8 @@ func pidsGuard(dirs []string) (tasksPath string, tasksHint int64, minProcs int) 
 // (`runsc ps`, while it runs; the processes of signalled left out), or could not be listed (a
 // Sentry too busy to answer in 10 s: contain pauses it, lists it again and checks the count
 // itself).
-func (r *Runtime) crowded(ctx context.Context, id string, minProcs int, signalled signalledSet) bool {
-	ps, err := r.listProcesses(ctx, id)
+func (s *Supervisor) crowded(ctx context.Context, id string, minProcs int, signalled signalledSet) bool {
+	ps, err := s.Processes(ctx, id)
 	if err != nil {
 		return true
 	}
@@ -339,7 +410,7 @@ func (r *Runtime) crowded(ctx context.Context, id string, minProcs int, signalle
 // (it does so gradually: measured ~3 s from 563 MiB to 117 MiB in a lite sandbox), so that a
 // second group dies only for memory still growing: it returns when the use is at or under
 // trigger, when it stopped falling for half a second, or after settleMax.
-func (r *Runtime) settle(ctx context.Context, usagePath string, trigger int64) {
+func (s *Supervisor) settle(ctx context.Context, usagePath string, trigger int64) {
 	prev, err := ocispec.ReadInt(usagePath)
 	if err != nil {
 		return

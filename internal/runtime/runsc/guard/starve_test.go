@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // TestByCPU: for a starved agent the group with the most CPU time goes first, however few its
 // processes; groups of equal time keep victims' order (the largest first).
 func TestByCPU(t *testing.T) {
-	ps := []psEntry{
+	ps := []Process{
 		{PID: 1, PGID: 1, CPU: time.Hour, Cmd: "hutch-init"},
 		{PID: 7, PPID: 1, PGID: 7, CPU: time.Hour, Cmd: "hutch-init"},
 		// a decoy: many sleeping processes
@@ -38,7 +38,7 @@ func TestByCPU(t *testing.T) {
 // TestRemaining: the kill after the resume takes the groups the kill while paused did not
 // signal, in their order.
 func TestRemaining(t *testing.T) {
-	ps := []psEntry{{PID: 20, PGID: 20}, {PID: 21, PGID: 20}, {PID: 30, PGID: 30}, {PID: 40, PGID: 40}}
+	ps := []Process{{PID: 20, PGID: 20}, {PID: 21, PGID: 20}, {PID: 30, PGID: 30}, {PID: 40, PGID: 40}}
 	groups := []group{{pgid: 20, n: 2}, {pgid: 30, n: 1}, {pgid: 40, n: 1}}
 	s := signalledSet{}
 	if got := remaining(groups, s, ps); !slices.Equal(got, groups) {

@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 // CPU, not none: the bomb runs as fast as the Sentry does while the kill is delivered, and on
 // a host of many CPUs an unbounded Sentry would grow it many times as fast. While the quota is
 // raised the sandbox still gets only its cpu.shares' part of a busy host.
-func (r *Runtime) liftCPUQuota(id string) (restore func()) {
-	for _, dir := range r.spec.CgroupDirs(id) {
+func (s *Supervisor) liftCPUQuota(id string) (restore func()) {
+	for _, dir := range s.cli.CgroupDirs(id) {
 		for _, file := range []string{"cpu.cfs_quota_us", "cpu.max"} {
 			path := filepath.Join(dir, file)
 			old, err := os.ReadFile(path)
@@ -33,12 +33,12 @@ func (r *Runtime) liftCPUQuota(id string) (restore func()) {
 				return func() {}
 			}
 			if err := os.WriteFile(path, []byte(lifted), 0); err != nil {
-				r.log.Warn("memory guard: lift the CPU quota", "id", id, "err", err)
+				s.log.Warn("memory guard: lift the CPU quota", "id", id, "err", err)
 				return func() {}
 			}
 			return func() {
 				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					r.log.Warn("memory guard: restore the CPU quota", "id", id, "err", err)
+					s.log.Warn("memory guard: restore the CPU quota", "id", id, "err", err)
 				}
 			}
 		}

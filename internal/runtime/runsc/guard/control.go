@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"context"
@@ -51,8 +51,8 @@ const (
 // no connection, a call the Sentry does not know.
 var errNoControl = errors.New("runsc control socket unusable")
 
-// errGroupGone is signalGroup's error when the group has no process left to signal.
-var errGroupGone = errors.New("no such process group")
+// ErrGroupGone is SignalGroup's error when the group has no process left to signal.
+var ErrGroupGone = errors.New("no such process group")
 
 // signalArgs is runsc/boot's SignalArgs (urpc encodes it with encoding/json, by field name).
 type signalArgs struct {
@@ -63,26 +63,26 @@ type signalArgs struct {
 }
 
 // controlSocket returns the path of id's control socket.
-func (r *Runtime) controlSocket(id string) string {
-	return filepath.Join(r.root, "runsc-"+runscID(id)+".sock")
+func (s *Supervisor) controlSocket(id string) string {
+	return filepath.Join(s.root, "runsc-"+s.cliID(id)+".sock")
 }
 
-// signalGroup sends sig to process group pgid of id through the control socket, whether the
-// sandbox runs or is paused. Errors: errGroupGone (no such group, or none of its processes in
+// SignalGroup sends sig to process group pgid of id through the control socket, whether the
+// sandbox runs or is paused. Errors: ErrGroupGone (no such group, or none of its processes in
 // the container); errNoControl (wrapped; `runsc kill` may work); another refusal of the Sentry.
-func (r *Runtime) signalGroup(ctx context.Context, id string, pgid int, sig unix.Signal) error {
-	arg := signalArgs{CID: runscID(id), Signo: int32(sig), PID: int32(pgid), Mode: deliverToProcessGroup}
-	err := r.controlCall(ctx, id, controlSignalMethod, arg)
+func (s *Supervisor) SignalGroup(ctx context.Context, id string, pgid int, sig unix.Signal) error {
+	arg := signalArgs{CID: s.cliID(id), Signo: int32(sig), PID: int32(pgid), Mode: deliverToProcessGroup}
+	err := s.controlCall(ctx, id, controlSignalMethod, arg)
 	if err != nil && strings.Contains(err.Error(), "no such process") { // "no such process group with PGID N"
-		return fmt.Errorf("%w: %w", errGroupGone, err)
+		return fmt.Errorf("%w: %w", ErrGroupGone, err)
 	}
 	return err
 }
 
 // controlCall makes one urpc call on id's control socket and returns the Sentry's refusal, if
 // any, as an error.
-func (r *Runtime) controlCall(ctx context.Context, id, method string, arg any) error {
-	conn, err := dialControl(ctx, r.controlSocket(id))
+func (s *Supervisor) controlCall(ctx context.Context, id, method string, arg any) error {
+	conn, err := dialControl(ctx, s.controlSocket(id))
 	if err != nil {
 		return fmt.Errorf("%w: %w", errNoControl, err)
 	}

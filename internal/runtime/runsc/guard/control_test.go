@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // sends each decoded request on got. Logic only: the real Sentry is TestSignalGroupWhilePaused.
 func fakeSentry(t *testing.T, root, id string, reply []byte) <-chan map[string]any {
 	t.Helper()
-	r := &Runtime{root: root}
+	s := testSupervisor(root)
 	// Bound at a short path and moved: the socket's path may be too long for an address.
 	short, err := os.MkdirTemp("", "ctl")
 	if err != nil {
@@ -31,7 +31,7 @@ func fakeSentry(t *testing.T, root, id string, reply []byte) <-chan map[string]a
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	if err := os.Rename(filepath.Join(short, "s"), r.controlSocket(id)); err != nil {
+	if err := os.Rename(filepath.Join(short, "s"), s.controlSocket(id)); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan map[string]any, 4)
@@ -71,8 +71,8 @@ func TestSignalGroup(t *testing.T) {
 	}{
 		{"delivered", `{"success":true,"err":"","result":{}}`, false, nil},
 		{"delivered, long socket path", `{"success":true,"err":"","result":{}}`, true, nil},
-		{"no such group", `{"success":false,"err":"no such process group with PGID 42","result":null}`, false, errGroupGone},
-		{"group of exiting processes", `{"success":false,"err":"no such process","result":null}`, false, errGroupGone},
+		{"no such group", `{"success":false,"err":"no such process group with PGID 42","result":null}`, false, ErrGroupGone},
+		{"group of exiting processes", `{"success":false,"err":"no such process","result":null}`, false, ErrGroupGone},
 		{"another refusal", `{"success":false,"err":"process group 42 does not belong to container \"x.\"","result":null}`, false, errors.ErrUnsupported},
 		{"unknown method: another runsc", `{"success":false,"err":"unknown method","result":null}`, false, errNoControl},
 		{"not JSON", `<html>`, false, errNoControl},
@@ -87,7 +87,7 @@ func TestSignalGroup(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := &Runtime{root: root, log: slog.New(slog.DiscardHandler)}
+			s := testSupervisor(root)
 			var got <-chan map[string]any
 			switch tc.reply {
 			case "":
@@ -96,19 +96,19 @@ func TestSignalGroup(t *testing.T) {
 			default:
 				got = fakeSentry(t, root, "sb", []byte(tc.reply))
 			}
-			if tc.longDir && len(r.controlSocket("sb")) < len(unix.RawSockaddrUnix{}.Path) {
-				t.Fatalf("socket path %q is not too long for an address", r.controlSocket("sb"))
+			if tc.longDir && len(s.controlSocket("sb")) < len(unix.RawSockaddrUnix{}.Path) {
+				t.Fatalf("socket path %q is not too long for an address", s.controlSocket("sb"))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := r.signalGroup(ctx, "sb", 42, unix.SIGKILL)
+			err := s.SignalGroup(ctx, "sb", 42, unix.SIGKILL)
 			switch {
 			case tc.wantErr == nil && err != nil:
-				t.Fatalf("signalGroup = %v, want success", err)
-			case tc.wantErr == errors.ErrUnsupported && (err == nil || errors.Is(err, errGroupGone) || errors.Is(err, errNoControl)):
-				t.Fatalf("signalGroup = %v, want the Sentry's refusal", err)
+				t.Fatalf("SignalGroup = %v, want success", err)
+			case tc.wantErr == errors.ErrUnsupported && (err == nil || errors.Is(err, ErrGroupGone) || errors.Is(err, errNoControl)):
+				t.Fatalf("SignalGroup = %v, want the Sentry's refusal", err)
 			case tc.wantErr != nil && tc.wantErr != errors.ErrUnsupported && !errors.Is(err, tc.wantErr):
-				t.Fatalf("signalGroup = %v, want %v", err, tc.wantErr)
+				t.Fatalf("SignalGroup = %v, want %v", err, tc.wantErr)
 			}
 			if got == nil {
 				return
@@ -129,4 +129,10 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// testSupervisor is a Supervisor with no driver whose control sockets are under root, for the
+// logic of the control calls.
+func testSupervisor(root string) *Supervisor {
+	return &Supervisor{root: root, cliID: func(id string) string { return id + "." }, log: slog.New(slog.DiscardHandler)}
 }

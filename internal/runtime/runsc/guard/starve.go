@@ -1,4 +1,4 @@
-package runsc
+package guard
 
 import (
 	"bufio"
@@ -16,10 +16,10 @@ import (
 // sandbox (62 millicpu) each busy process takes as much of it as the agent. Measured with N busy
 // loops (`while :; do :; done`) in a lite sandbox, an agent ping through hutchd took 0.3–1.4 s
 // for 4, 1.8–4.5 s for 16, 13–35 s for 32, and over a minute for 64; with 200 the agent gave no
-// answer for 14 minutes (found by a breaker), while memory and process count stayed far under
+// answer for 14 minutes, while memory and process count stayed far under
 // the first two causes. Raising the quota to one CPU does not save it: an exec then took 29 s.
 //
-// So the guard asks the agent (Config.AgentProbe) when the sandbox uses its whole quota: every
+// So the guard asks the agent (Supervisor.AgentProbe) when the sandbox uses its whole quota: every
 // starveCheck it reads the host cgroup's cpu.stat, and when at least 3/4 of the CFS periods
 // since the last read were throttled, it probes the agent with a deadline of probeTimeout. After
 // starveProbes such probes in a row that ran out of time (an error of another kind, such as a
@@ -53,7 +53,7 @@ const (
 type starveWatch struct {
 	id       string
 	statPath string                                     // the host cgroup's cpu.stat
-	probe    func(ctx context.Context, id string) error // Config.AgentProbe
+	probe    func(ctx context.Context, id string) error // Supervisor.AgentProbe
 	// periods and throttled are cpu.stat's counts at the last read.
 	periods, throttled int64
 	timeout            time.Duration // a probe's deadline: probeTimeout
