@@ -18,9 +18,6 @@ type Backups interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// SetBackups enables the backup routes; call it before serving.
-func (s *Server) SetBackups(b Backups) { s.backups = b }
-
 // backupReply is a backup in a reply: the record plus success and timestamp.
 type backupReply struct {
 	Success bool `json:"success"`

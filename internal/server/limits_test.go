@@ -40,7 +40,7 @@ func limitsServer(t *testing.T) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	mgr, err := sandbox.New(sandbox.Config{StateDir: filepath.Join(dir, "state"), AgentBinary: agent},
-		slog.New(slog.DiscardHandler), st, nil, nil, nil, nil, nil)
+		slog.New(slog.DiscardHandler), sandbox.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,14 @@ func limitsServer(t *testing.T) (*Server, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(slog.New(slog.DiscardHandler), testToken, mgr, nil, preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil), "test")
-	s.SetSecrets(usedSecrets{Store: secret.NewStore(st, box)})
-	s.SetConsole(http.NotFoundHandler())
-	s.SetUnauthenticatedRateLimit(0, 0)
-	s.SetMaxUpload(uploadLimit)
+	s := New(slog.New(slog.DiscardHandler), Deps{
+		Token: testToken, Manager: mgr, Version: "test",
+		Ports:                    preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil),
+		Secrets:                  usedSecrets{Store: secret.NewStore(st, box)},
+		Console:                  http.NotFoundHandler(),
+		UnauthenticatedRateLimit: &RateLimit{0, 0},
+		MaxUpload:                uploadLimit,
+	})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return s, srv

@@ -81,28 +81,6 @@ func (l *rateLimiter) sweep(now time.Time) {
 	}
 }
 
-// SetRateLimit sets the per-client rate (requests per second) and burst of authenticated
-// requests; rate <= 0 turns rate limiting off, for authenticated and unauthenticated requests
-// alike. Call it before serving.
-func (s *Server) SetRateLimit(rate float64, burst int) {
-	if rate <= 0 {
-		s.limiter, s.unauthLimiter = nil, nil
-		return
-	}
-	s.limiter = newRateLimiter(rate, max(burst, 1))
-}
-
-// SetUnauthenticatedRateLimit sets the per-client rate (requests per second) and burst of
-// requests without a valid token (default DefaultUnauthRate, DefaultUnauthBurst); rate <= 0
-// turns that limit off. Call it before serving.
-func (s *Server) SetUnauthenticatedRateLimit(rate float64, burst int) {
-	if rate <= 0 {
-		s.unauthLimiter = nil
-		return
-	}
-	s.unauthLimiter = newRateLimiter(rate, max(burst, 1))
-}
-
 // allow takes a token from the client's bucket in l (nil: no limit) and answers 429
 // RATE_LIMITED with Retry-After (whole seconds) when there is none. kind names the bucket in
 // the message ("" or "unauthenticated ").

@@ -21,10 +21,6 @@ type Snapshots interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// SetSnapshots enables the snapshot routes and creating sandboxes from snapshots; call it
-// before serving.
-func (s *Server) SetSnapshots(sn Snapshots) { s.snapshots = sn }
-
 type snapshotReply struct {
 	Success bool `json:"success"`
 	snapshot.Snapshot

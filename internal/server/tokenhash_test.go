@@ -16,7 +16,7 @@ func TestTokenSum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := hardenedServer(t, func(s *Server) { s.SetTokenSum(token.Sum(tok)); s.SetUnauthenticatedRateLimit(0, 0) })
+	srv := hardenedServer(t, func(d *Deps) { d.TokenSum = token.Sum(tok); d.UnauthenticatedRateLimit = &RateLimit{0, 0} })
 	line := token.HashLine(tok)
 	for _, c := range []struct {
 		auth string
