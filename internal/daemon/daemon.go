@@ -290,9 +290,9 @@ func (d *hutchd) buildSandboxes(ctx context.Context) error {
 		StopGrace:        time.Duration(cfg.StopGrace),
 		ProcessLogBytes:  cfg.ProcessLogBytes,
 		ProcessRetention: time.Duration(cfg.ProcessRetention),
-		DiskQuota:        cfg.DiskQuota == "on",
-		NoSleepMemory:    cfg.SleepMemory == "off",
-		UserNS:           cfg.UserNS == "on",
+		DiskQuota:        bool(cfg.DiskQuota),
+		NoSleepMemory:    !bool(cfg.SleepMemory),
+		UserNS:           bool(cfg.UserNS),
 		MaxFrozen:        time.Duration(cfg.SnapshotMaxFrozen),
 	}, log.With("component", "sandbox"), sandbox.Deps{
 		Store: d.st, Runtime: d.rt, Images: d.imgs, Networks: networks{d.nets}, Egress: egressAdapter{d.eg}, RootFS: overlay{},
