@@ -167,31 +167,6 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-func TestRateLimiterBuckets(t *testing.T) {
-	l := newRateLimiter(2, 3)
-	now := time.Unix(1000, 0)
-	for i := range 3 {
-		if ok, _ := l.take("a", now); !ok {
-			t.Fatalf("take %d refused within the burst", i)
-		}
-	}
-	ok, wait := l.take("a", now)
-	if ok || wait != 500*time.Millisecond {
-		t.Fatalf("over the burst: %v %v; want refused, 500ms", ok, wait)
-	}
-	if ok, _ := l.take("b", now); !ok {
-		t.Fatal("another client is limited by a's bucket")
-	}
-	if ok, _ := l.take("a", now.Add(500*time.Millisecond)); !ok {
-		t.Fatal("no token after 1/rate")
-	}
-	// Idle buckets are forgotten.
-	l.take("c", now.Add(time.Hour))
-	if len(l.buckets) != 1 {
-		t.Fatalf("%d buckets after an hour; want 1", len(l.buckets))
-	}
-}
-
 // TestAuditLog: lifecycle decisions and refused authentications are recorded as JSON lines,
 // without bodies or tokens; reads are not recorded.
 func TestAuditLog(t *testing.T) {

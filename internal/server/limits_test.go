@@ -140,7 +140,7 @@ func send(t *testing.T, srv *httptest.Server, method, path string, body []byte, 
 }
 
 // TestBodyLimitEveryRoute: every authenticated route refuses a body one byte over its bound
-// (MaxJSONBody; the upload's SetMaxUpload) with 413 REQUEST_TOO_LARGE before its handler runs;
+// (MaxJSONBody; the upload's Deps.MaxUpload) with 413 REQUEST_TOO_LARGE before its handler runs;
 // routes that read a JSON body refuse one byte over also when it comes chunked, and accept a
 // body of exactly the bound (here not JSON: 400 INVALID_JSON, or whatever the handler answers
 // past the size check, never 413). The upload's chunked and at-the-bound cases need a running

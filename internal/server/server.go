@@ -24,6 +24,7 @@ import (
 	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/connlimit"
+	"github.com/hutchdev/hutch/internal/ratelimit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -78,9 +79,9 @@ type Server struct {
 	egress EgressPolicies
 	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
 	tokenSum [sha256.Size]byte
-	limiter  *rateLimiter // per-client rate of authenticated requests (ratelimit.go); nil: off
+	limiter  *ratelimit.Buckets // per-client rate of authenticated requests (ratelimit.go); nil: off
 	// unauthLimiter is the per-client rate of requests without a valid token; nil: off.
-	unauthLimiter *rateLimiter
+	unauthLimiter *ratelimit.Buckets
 	audit         *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
 	maxUpload     int64        // bytes; the body bound of uploadPattern (Deps.MaxUpload)
 	patterns      []string     // every registered route pattern, in order (handle)
@@ -146,14 +147,14 @@ func New(log *slog.Logger, d Deps) *Server {
 	if l := d.UnauthenticatedRateLimit; l != nil {
 		s.unauthLimiter = nil
 		if l.Rate > 0 {
-			s.unauthLimiter = newRateLimiter(l.Rate, max(l.Burst, 1))
+			s.unauthLimiter = newRateLimiter(l.Rate, l.Burst)
 		}
 	}
 	if l := d.RateLimit; l != nil {
 		if l.Rate <= 0 {
 			s.limiter, s.unauthLimiter = nil, nil
 		} else {
-			s.limiter = newRateLimiter(l.Rate, max(l.Burst, 1))
+			s.limiter = newRateLimiter(l.Rate, l.Burst)
 		}
 	}
 	s.routes()

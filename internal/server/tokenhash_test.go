@@ -8,7 +8,7 @@ import (
 	"github.com/hutchdev/hutch/internal/token"
 )
 
-// TestTokenSum: with SetTokenSum (hutchd's hash-only mode) exactly the token of that hash is
+// TestTokenSum: with Deps.TokenSum (hutchd's hash-only mode) exactly the token of that hash is
 // accepted; the token given to New, other tokens, the hash itself and an empty token are
 // refused with 401 UNAUTHENTICATED.
 func TestTokenSum(t *testing.T) {
