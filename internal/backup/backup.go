@@ -74,6 +74,15 @@ type Config struct {
 	// DefaultOrphanAge.
 	OrphanAge time.Duration
 	Logger    *slog.Logger // nil: slog.Default()
+	// Trees and Mounter make ModeMount available: trees are extracted into Trees (OpenTrees,
+	// the cache the sandbox manager mounts again at each start) and mounted by Mounter. Nil
+	// (either): restores copy.
+	Trees   *Trees
+	Mounter Mounter
+	// HostArchive makes Create read directories from the host instead of asking the sandbox's
+	// agent (except with gitignore, which needs git inside the sandbox): hutchd's own CPUs
+	// archive the tree, not the sandbox's CPU quota. Nil: the agent archives.
+	HostArchive DirOpener
 }
 
 // Service creates, restores, lists, deletes and garbage-collects backups. It is safe for
@@ -86,9 +95,9 @@ type Service struct {
 	locks    map[string]*sandboxLock // sandbox ID → lock; guarded by mu
 	inflight map[string]bool         // backup IDs being created; guarded by mu
 
-	trees   *Trees    // set by EnableMounts
-	mounter Mounter   // set by EnableMounts
-	opener  DirOpener // set by EnableHostArchive
+	trees   *Trees    // Config.Trees; nil when mounts are off
+	mounter Mounter   // Config.Mounter; nil when mounts are off
+	opener  DirOpener // Config.HostArchive
 }
 
 type sandboxLock struct {
@@ -108,7 +117,11 @@ func New(cfg Config) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{cfg: cfg, log: log, locks: map[string]*sandboxLock{}, inflight: map[string]bool{}}
+	s := &Service{cfg: cfg, log: log, locks: map[string]*sandboxLock{}, inflight: map[string]bool{}, opener: cfg.HostArchive}
+	if cfg.Trees != nil && cfg.Mounter != nil {
+		s.trees, s.mounter = cfg.Trees, cfg.Mounter
+	}
+	return s
 }
 
 // lock serialises the operations on one sandbox. It returns the unlock function, or ctx's

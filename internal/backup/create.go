@@ -31,7 +31,7 @@ const (
 const cleanupTimeout = 30 * time.Second
 
 // DirOpener opens a sandbox's directory from the host (*sandbox.Manager implements it): see
-// EnableHostArchive.
+// Config.HostArchive.
 type DirOpener interface {
 	OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error)
 	// IDMap is the sandbox's user namespace ID range (the zero Map without one): the host
@@ -39,14 +39,9 @@ type DirOpener interface {
 	IDMap(ctx context.Context, id string) (idmap.Map, error)
 }
 
-// EnableHostArchive makes Create read directories from the host through o instead of asking
-// the sandbox's agent (except with gitignore, which needs git inside the sandbox): hutchd's
-// own CPUs archive the tree, not the sandbox's CPU quota. Call it before serving.
-func (s *Service) EnableHostArchive(o DirOpener) { s.opener = o }
-
 // Create backs up directory req.Dir of sandbox sandboxID (starting the sandbox if needed) and
 // returns the new backup's record. The archive (archive.WriteRoot's format) streams from the
-// host's view of the directory (EnableHostArchive) or from the agent, through the zstd encoder,
+// host's view of the directory (Config.HostArchive) or from the agent, through the zstd encoder,
 // into the blob store; no temporary file is written.
 //
 // Errors: INVALID_BACKUP_CONFIG (dir, also when the agent finds it resolves outside

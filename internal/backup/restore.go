@@ -33,18 +33,6 @@ type Mounter interface {
 	MountBackup(ctx context.Context, id, dir, backupID, tree string, roots []string) (string, error)
 }
 
-// EnableMounts makes ModeMount available: trees are extracted into treeDir (created, 0700) and
-// mounted by m. It returns the tree cache, which the sandbox manager needs to mount trees again
-// when sandboxes start (sandbox.TreeSource). Call it before serving.
-func (s *Service) EnableMounts(treeDir string, m Mounter) (*Trees, error) {
-	t, err := newTrees(treeDir, s)
-	if err != nil {
-		return nil, err
-	}
-	s.trees, s.mounter = t, m
-	return t, nil
-}
-
 // Restore replaces the content of dir in sandbox sandboxID (starting it if needed) with the
 // content of backup backupID; dir "" means the directory the backup was taken of. The backup
 // may come from another sandbox (or another host sharing the blob store). mode is ModeMount,

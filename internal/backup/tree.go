@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/treecache"
 )
@@ -22,15 +24,22 @@ import (
 // sandbox's disk now); GC removes the others once unused for a while.
 type Trees struct {
 	trees *treecache.Cache
-	svc   *Service
+	blobs blob.Store
+	log   *slog.Logger
 }
 
-func newTrees(dir string, svc *Service) (*Trees, error) {
+// OpenTrees opens the tree cache in dir (created, 0700), extracting from the archives in
+// blobs. It needs no sandbox manager, so the manager can be given it (sandbox.TreeSource) when
+// it is built; the backup service takes it in Config.Trees. log nil: slog.Default().
+func OpenTrees(dir string, blobs blob.Store, log *slog.Logger) (*Trees, error) {
 	t, err := treecache.Open(dir, validID)
 	if err != nil {
 		return nil, fmt.Errorf("backup trees: %w", err)
 	}
-	return &Trees{trees: t, svc: svc}, nil
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Trees{trees: t, blobs: blobs, log: log}, nil
 }
 
 // Tree returns the host directory of backup id's extracted tree, extracting it from the blob
@@ -54,7 +63,7 @@ func (t *Trees) Tree(ctx context.Context, id string) (string, error) {
 	if err := t.extract(ctx, id); err != nil {
 		return "", err
 	}
-	t.svc.log.InfoContext(ctx, "backup tree extracted", "backup_id", id, "took", time.Since(start).Round(time.Millisecond))
+	t.log.InfoContext(ctx, "backup tree extracted", "backup_id", id, "took", time.Since(start).Round(time.Millisecond))
 	return dst, nil
 }
 
@@ -62,7 +71,7 @@ func (t *Trees) Tree(ctx context.Context, id string) (string, error) {
 // cache (snapshot.ExtractLayer: the same safety rules as layers, small files in parallel) and
 // adopts it.
 func (t *Trees) extract(ctx context.Context, id string) error {
-	rc, _, err := t.svc.cfg.Blobs.Get(ctx, archiveKey(id))
+	rc, _, err := t.blobs.Get(ctx, archiveKey(id))
 	if err != nil {
 		if errdefs.CodeOf(err) == errdefs.CodeBlobNotFound {
 			return notFound(id)

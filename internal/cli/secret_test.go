@@ -31,9 +31,7 @@ func TestSecretCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	secrets := secret.NewStore(st, box)
-	s := server.New(slog.New(slog.DiscardHandler), "tok", nil, nil, nil, "test")
-	s.SetSecrets(realSecrets{secrets})
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(server.New(slog.New(slog.DiscardHandler), server.Deps{Token: "tok", Version: "test", Secrets: realSecrets{secrets}}))
 	defer srv.Close()
 
 	const value = "token-from-stdin-0123456789"

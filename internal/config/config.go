@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -211,20 +210,20 @@ type Config struct {
 	// state dir's file system at creation, between 2 GiB and 64 GiB (as LXD sizes its default
 	// loop-backed pool).
 	DataVolumeSize string `json:"dataVolumeSize"`
-	// DiskQuota is "on" (the default): each new sandbox's disk is a file system of its own,
-	// an image of its instance type's disk size on the data volume, loop-mounted, so writes
-	// past the size fail with ENOSPC inside the sandbox. "off" (hosts without loop devices):
-	// new sandboxes' disks are unlimited directories; sandboxes that have an image keep it.
-	DiskQuota string `json:"diskQuota"`
-	// SleepMemory is "on" (the default): sleeps of sandboxes whose runtime can checkpoint
-	// (gVisor with a recent runsc) keep their memory; "off" keeps the disk only (no memory
-	// images on the data volume).
-	SleepMemory string `json:"sleepMemory"`
-	// UserNS is "on" (the default) or "off": with "on", each new runc sandbox runs in a user
-	// namespace of its own, root inside being an unprivileged host ID range of its own (65536
-	// IDs from 2^20 up; see docs/ARCHITECTURE.md, User namespaces). Existing sandboxes keep what
-	// they were created with; gVisor sandboxes are unaffected (the Sentry has its own).
-	UserNS string `json:"userns"`
+	// DiskQuota, on by default: each new sandbox's disk is a file system of its own, an image
+	// of its instance type's disk size on the data volume, loop-mounted, so writes past the
+	// size fail with ENOSPC inside the sandbox. Off (hosts without loop devices): new
+	// sandboxes' disks are unlimited directories; sandboxes that have an image keep it.
+	DiskQuota Switch `json:"diskQuota"`
+	// SleepMemory, on by default: sleeps of sandboxes whose runtime can checkpoint (gVisor
+	// with a recent runsc) keep their memory; off keeps the disk only (no memory images on the
+	// data volume).
+	SleepMemory Switch `json:"sleepMemory"`
+	// UserNS, on by default: each new runc sandbox runs in a user namespace of its own, root
+	// inside being an unprivileged host ID range of its own (65536 IDs from 2^20 up; see
+	// docs/ARCHITECTURE.md, User namespaces). Existing sandboxes keep what they were created
+	// with; gVisor sandboxes are unaffected (the Sentry has its own).
+	UserNS Switch `json:"userns"`
 
 	// ConsoleDir is the built web console (web/console/dist) served at /console/; "off" or
 	// empty: the console page says it is off. Default <dir of hutchd>/../web/console/dist
@@ -249,132 +248,35 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Defaults returns the built-in configuration.
+// Defaults returns the built-in configuration: each setting's default (settings), and the
+// defaults that depend on the host: hutch-init and the web console next to hutchd, and the
+// host's locally added CAs.
 func Defaults() Config {
 	exe, _ := os.Executable()
 	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	sort.Strings(cas)
-	return Config{
-		StateDir:           "/var/lib/hutch",
-		Listen:             "127.0.0.1:7411",
-		AgentBinary:        filepath.Join(filepath.Dir(exe), "hutch-init"),
-		RuncBinary:         "runc",
-		Runtime:            "runc",
-		RunscBinary:        "runsc",
-		RunscPlatform:      "systrap",
-		Subnet:             "10.88.0.0/16",
-		IfPrefix:           "hsb",
-		NSPrefix:           "hutch-",
-		NftTable:           "hutch",
-		CgroupParent:       "hutch",
-		DNSPort:            15053,
-		HTTPPort:           15001,
-		TLSPort:            15002,
-		Upstreams:          map[string]string{},
-		ExtraCACerts:       cas,
-		StopGrace:          Duration(5 * time.Second),
-		PreviewListen:      "127.0.0.1:7412",
-		PreviewDomain:      "localhost",
-		ProcessLogBytes:    4 << 20,
-		APIRateLimit:       1000,
-		ProcessRetention:   Duration(time.Hour),
-		LogLevel:           "info",
-		MaxConnsPerClient:  DefaultMaxConnsPerClient,
-		LogMaxBytes:        16 << 20,
-		LogFiles:           3,
-		LogValueMaxBytes:   1 << 10,
-		LogSandboxRate:     5,
-		AuditLogMaxBytes:   16 << 20,
-		AuditLogFiles:      3,
-		EgressLogMaxBytes:  8 << 20,
-		EgressLogFiles:     2,
-		BlobStore:          "local",
-		BackupGCInterval:   Duration(10 * time.Minute),
-		BackupOrphanAge:    Duration(time.Hour),
-		SnapshotMaxFrozen:  Duration(time.Minute),
-		SleepSnapshotsKeep: 1,
-		SnapshotQuotaBytes: 20_000_000_000,
-		DataVolumeSize:     "auto",
-		DiskQuota:          "on",
-		SleepMemory:        "on",
-		UserNS:             "on",
-		ConsoleDir:         defaultConsoleDir(exe),
+	var c Config
+	for _, s := range settings {
+		s.applyDefault(&c)
 	}
+	c.AgentBinary = filepath.Join(filepath.Dir(exe), "hutch-init")
+	c.Upstreams = map[string]string{}
+	c.ExtraCACerts = cas
+	c.ConsoleDir = defaultConsoleDir(exe)
+	return c
 }
 
 // Load builds the configuration from args (without the program name) and the environment
-// lookup getenv. A config file is named by --config or HUTCH_CONFIG.
+// lookup getenv: defaults, then the JSON file named by --config or HUTCH_CONFIG, then each
+// setting's HUTCH_* variable, then its flag.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	c := Defaults()
 	fs := flag.NewFlagSet("hutchd", flag.ContinueOnError)
 	cfgFile := fs.String("config", getenv("HUTCH_CONFIG"), "JSON config file")
-	state := fs.String("state-dir", "", "state directory (env HUTCH_STATE_DIR; default /var/lib/hutch)")
-	listen := fs.String("listen", "", "API listen address (env HUTCH_LISTEN; default 127.0.0.1:7411)")
-	tokenHash := fs.String("token-hash-file", "", "file with the API token's SHA-256 (sha256:<hex>, from 'hutch token hash'): hash-only mode, no <state-dir>/token (env HUTCH_TOKEN_HASH_FILE)")
-	images := fs.String("images-dir", "", "image directory (env HUTCH_IMAGES_DIR; default <state-dir>/images)")
-	agent := fs.String("agent-binary", "", "hutch-init binary (env HUTCH_AGENT_BINARY)")
-	runc := fs.String("runc", "", "runc binary (env HUTCH_RUNC)")
-	rtName := fs.String("runtime", "", `isolation runtime of sandboxes created without one: "runc" or "gvisor" (env HUTCH_RUNTIME; default runc)`)
-	runsc := fs.String("runsc", "", "gVisor runsc binary (env HUTCH_RUNSC; default runsc)")
-	runscPlatform := fs.String("runsc-platform", "", `gVisor platform, "systrap", "ptrace" or "kvm" (env HUTCH_RUNSC_PLATFORM; default systrap)`)
-	subnet := fs.String("subnet", "", "sandbox subnet (env HUTCH_SUBNET)")
-	ifPrefix := fs.String("if-prefix", "", "host veth name prefix (env HUTCH_IF_PREFIX)")
-	nsPrefix := fs.String("netns-prefix", "", "network namespace name prefix (env HUTCH_NETNS_PREFIX)")
-	table := fs.String("nft-table", "", "nftables table name (env HUTCH_NFT_TABLE)")
-	cgParent := fs.String("cgroup-parent", "", "cgroup holding the sandboxes' cgroups (env HUTCH_CGROUP_PARENT)")
-	dnsPort := fs.Int("dns-port", 0, "egress DNS port (env HUTCH_DNS_PORT)")
-	httpPort := fs.Int("http-port", 0, "egress HTTP proxy port (env HUTCH_HTTP_PORT)")
-	tlsPort := fs.Int("tls-port", 0, "egress TLS proxy port (env HUTCH_TLS_PORT)")
-	var upstreams, cas, deny listFlag
-	fs.Var(&deny, "deny-range", "CIDR range sandboxes may never reach, repeatable (env HUTCH_DENY_RANGES, comma-separated)")
-	fs.Var(&upstreams, "upstream", "operator-approved destination name=ip:port, repeatable (env HUTCH_UPSTREAMS, comma-separated)")
-	fs.Var(&cas, "extra-ca", "PEM file trusted inside sandboxes, repeatable (env HUTCH_EXTRA_CA, comma-separated)")
-	var egressRoots, egressDNS, egressHandlers listFlag
-	fs.Var(&egressHandlers, "egress-handler", "operator handler NAME=SIGNING_SECRET@URL (URL http(s)://… or unix:/path.sock), repeatable (env HUTCH_EGRESS_HANDLERS, comma-separated)")
-	fs.Var(&egressRoots, "egress-root-ca", "PEM file trusted for upstreams of intercepted hosts besides the system roots, repeatable (env HUTCH_EGRESS_ROOT_CA, comma-separated)")
-	fs.Var(&egressDNS, "egress-dns", "DNS server ip:port for sandbox destinations, repeatable (env HUTCH_EGRESS_DNS, comma-separated; default the host's resolver)")
-	previewListen := fs.String("preview-listen", "", `preview listener address, "off" to disable (env HUTCH_PREVIEW_LISTEN; default 127.0.0.1:7412)`)
-	previewDomain := fs.String("preview-domain", "", "domain of preview URLs (env HUTCH_PREVIEW_DOMAIN; default localhost)")
-	previewCert := fs.String("preview-tls-cert", "", "PEM certificate for the preview listener (env HUTCH_PREVIEW_TLS_CERT)")
-	previewKey := fs.String("preview-tls-key", "", "PEM key for the preview listener (env HUTCH_PREVIEW_TLS_KEY)")
-	previewPublicPort := fs.Int("preview-public-port", 0, "port written into preview URLs (env HUTCH_PREVIEW_PUBLIC_PORT)")
-	apiRate := fs.Int("api-rate-limit", 0, "API requests per second per client address, bursts of 5x; -1 off (env HUTCH_API_RATE_LIMIT; default 1000)")
-	maxUpload := fs.Int("max-upload-bytes", 0, "largest file upload (PUT .../files) in bytes (env HUTCH_MAX_UPLOAD_BYTES; default 20 GB)")
-	previewMaxBody := fs.Int("preview-max-body-bytes", 0, "largest request body through a preview URL in bytes (env HUTCH_PREVIEW_MAX_BODY_BYTES; default 1 GiB)")
-	maxConns := fs.Int("max-conns", 0, "client connections open at once on the API listener, and on the preview listener (env HUTCH_MAX_CONNS; default 10000 or RLIMIT_NOFILE/8)")
-	maxConnsPerClient := fs.Int("max-conns-per-client", 0, "connections one client address may hold open before presenting a valid token, per listener; -1 off (env HUTCH_MAX_CONNS_PER_CLIENT; default 256)")
-	procLog := fs.Int("process-log-bytes", 0, "per-stream log buffer of background processes (env HUTCH_PROCESS_LOG_BYTES; default 4 MiB)")
-	procRetention := fs.Duration("process-retention", 0, "how long finished processes are kept (env HUTCH_PROCESS_RETENTION; default 1h)")
-	logLevel := fs.String("log-level", "", "debug|info|warn|error (env HUTCH_LOG_LEVEL)")
-	logFile := fs.String("log-file", "", "file hutchd logs to, rotated (env HUTCH_LOG_FILE; default standard error)")
-	logMax := fs.Int("log-max-bytes", 0, "size at which --log-file is rotated (env HUTCH_LOG_MAX_BYTES; default 16 MiB)")
-	logFiles := fs.Int("log-files", 0, "rotated log files kept (env HUTCH_LOG_FILES; default 3)")
-	logValueMax := fs.Int("log-value-max-bytes", 0, "longest message or value in a log line, longer ones are cut (env HUTCH_LOG_VALUE_MAX_BYTES; default 1024)")
-	logRate := fs.Int("log-sandbox-rate", 0, "log lines per second and level one sandbox may cause, bursts of 10x, the rest counted; -1 off (env HUTCH_LOG_SANDBOX_RATE; default 5)")
-	auditMax := fs.Int("audit-log-max-bytes", 0, "size at which <state-dir>/audit.log is rotated (env HUTCH_AUDIT_LOG_MAX_BYTES; default 16 MiB)")
-	auditFiles := fs.Int("audit-log-files", 0, "rotated audit log files kept (env HUTCH_AUDIT_LOG_FILES; default 3)")
-	egressMax := fs.Int("egress-log-max-bytes", 0, "size at which a sandbox's egress.jsonl is rotated (env HUTCH_EGRESS_LOG_MAX_BYTES; default 8 MiB)")
-	egressFiles := fs.Int("egress-log-files", 0, "rotated egress event files kept per sandbox (env HUTCH_EGRESS_LOG_FILES; default 2)")
-	blobStore := fs.String("blob-store", "", `backup storage, "local" or "s3" (env HUTCH_BLOB_STORE; default local)`)
-	blobDir := fs.String("blob-dir", "", "local blob store directory (env HUTCH_BLOB_DIR; default <state-dir>/blobs)")
-	s3Endpoint := fs.String("s3-endpoint", "", "S3 endpoint host[:port] (env HUTCH_S3_ENDPOINT)")
-	s3Bucket := fs.String("s3-bucket", "", "S3 bucket (env HUTCH_S3_BUCKET)")
-	s3Region := fs.String("s3-region", "", "S3 region (env HUTCH_S3_REGION; default us-east-1)")
-	s3AccessKey := fs.String("s3-access-key", "", "S3 access key (env HUTCH_S3_ACCESS_KEY)")
-	s3SecretKey := fs.String("s3-secret-key", "", "S3 secret key (env HUTCH_S3_SECRET_KEY; visible in ps: prefer the env)")
-	s3Prefix := fs.String("s3-prefix", "", "key prefix in the S3 bucket (env HUTCH_S3_PREFIX)")
-	s3TLS := fs.Bool("s3-tls", false, "use https to the S3 endpoint (env HUTCH_S3_TLS=true)")
-	backupGC := fs.Duration("backup-gc-interval", 0, "how often expired backups are removed (env HUTCH_BACKUP_GC_INTERVAL; default 10m)")
-	orphanAge := fs.Duration("backup-orphan-age", 0, "age before an archive without metadata is removed (env HUTCH_BACKUP_ORPHAN_AGE; default 1h)")
-	maxFrozen := fs.Duration("snapshot-max-frozen", 0, "longest a snapshot keeps a running sandbox frozen (env HUTCH_SNAPSHOT_MAX_FROZEN; default 1m)")
-	sleepKeep := fs.Int("sleep-snapshots-keep", 0, "snapshots taken at sleep kept per sandbox (env HUTCH_SLEEP_SNAPSHOTS_KEEP; default 1)")
-	snapQuota := fs.Int("snapshot-quota-bytes", 0, "blob store bytes the snapshots of one sandbox may hold, -1 off (env HUTCH_SNAPSHOT_QUOTA_BYTES; default 20 GB)")
-	dataVolume := fs.String("data-volume", "", `data volume image, "off" to keep data in the state dir (env HUTCH_DATA_VOLUME; default <state-dir>/data.img)`)
-	dataVolumeSize := fs.String("data-volume-size", "", `data volume size, e.g. 64G, or "auto" (env HUTCH_DATA_VOLUME_SIZE; default auto)`)
-	sleepMemory := fs.String("sleep-memory", "", `keep running processes across sleeps where the runtime can checkpoint (gVisor), "on" or "off" (env HUTCH_SLEEP_MEMORY; default on)`)
-	diskQuota := fs.String("disk-quota", "", `per-sandbox disk size limit, "on" or "off" (env HUTCH_DISK_QUOTA; default on; off for hosts without loop devices)`)
-	userNS := fs.String("userns", "", `user namespace per new runc sandbox, "on" or "off" (env HUTCH_USERNS; default on)`)
-	consoleDir := fs.String("console-dir", "", `built web console directory, "off" to disable (env HUTCH_CONSOLE_DIR; default <hutchd dir>/../web/console/dist if present)`)
+	flags := make([]*flagValue, len(settings))
+	for i, s := range settings {
+		flags[i] = s.register(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "flags")
 	}
@@ -387,166 +289,17 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
 		}
 	}
-	pick := func(dst *string, flagV, env string) {
-		if v := getenv(env); v != "" {
-			*dst = v
+	for i, s := range settings {
+		apply := s.fromEnvAndFlag
+		if s.list != nil {
+			apply = s.fromLists
 		}
-		if flagV != "" {
-			*dst = flagV
-		}
-	}
-	pickInt := func(dst *int, flagV int, env string) error {
-		if v := getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return errdefs.Newf(errdefs.CodeInvalidArgument, "%s=%q is not a number", env, v)
-			}
-			*dst = n
-		}
-		if flagV != 0 {
-			*dst = flagV
-		}
-		return nil
-	}
-	pick(&c.StateDir, *state, "HUTCH_STATE_DIR")
-	pick(&c.Listen, *listen, "HUTCH_LISTEN")
-	pick(&c.TokenHashFile, *tokenHash, "HUTCH_TOKEN_HASH_FILE")
-	pick(&c.ImagesDir, *images, "HUTCH_IMAGES_DIR")
-	pick(&c.AgentBinary, *agent, "HUTCH_AGENT_BINARY")
-	pick(&c.RuncBinary, *runc, "HUTCH_RUNC")
-	pick(&c.Runtime, *rtName, "HUTCH_RUNTIME")
-	pick(&c.RunscBinary, *runsc, "HUTCH_RUNSC")
-	pick(&c.RunscPlatform, *runscPlatform, "HUTCH_RUNSC_PLATFORM")
-	pick(&c.Subnet, *subnet, "HUTCH_SUBNET")
-	pick(&c.IfPrefix, *ifPrefix, "HUTCH_IF_PREFIX")
-	pick(&c.NSPrefix, *nsPrefix, "HUTCH_NETNS_PREFIX")
-	pick(&c.NftTable, *table, "HUTCH_NFT_TABLE")
-	pick(&c.CgroupParent, *cgParent, "HUTCH_CGROUP_PARENT")
-	pick(&c.LogLevel, *logLevel, "HUTCH_LOG_LEVEL")
-	pick(&c.LogFile, *logFile, "HUTCH_LOG_FILE")
-	pick(&c.PreviewListen, *previewListen, "HUTCH_PREVIEW_LISTEN")
-	pick(&c.PreviewDomain, *previewDomain, "HUTCH_PREVIEW_DOMAIN")
-	pick(&c.PreviewTLSCert, *previewCert, "HUTCH_PREVIEW_TLS_CERT")
-	pick(&c.PreviewTLSKey, *previewKey, "HUTCH_PREVIEW_TLS_KEY")
-	pick(&c.BlobStore, *blobStore, "HUTCH_BLOB_STORE")
-	pick(&c.BlobDir, *blobDir, "HUTCH_BLOB_DIR")
-	pick(&c.DataVolume, *dataVolume, "HUTCH_DATA_VOLUME")
-	pick(&c.DataVolumeSize, *dataVolumeSize, "HUTCH_DATA_VOLUME_SIZE")
-	pick(&c.DiskQuota, *diskQuota, "HUTCH_DISK_QUOTA")
-	pick(&c.SleepMemory, *sleepMemory, "HUTCH_SLEEP_MEMORY")
-	pick(&c.UserNS, *userNS, "HUTCH_USERNS")
-	pick(&c.S3Endpoint, *s3Endpoint, "HUTCH_S3_ENDPOINT")
-	pick(&c.S3Bucket, *s3Bucket, "HUTCH_S3_BUCKET")
-	pick(&c.S3Region, *s3Region, "HUTCH_S3_REGION")
-	pick(&c.S3AccessKey, *s3AccessKey, "HUTCH_S3_ACCESS_KEY")
-	pick(&c.S3SecretKey, *s3SecretKey, "HUTCH_S3_SECRET_KEY")
-	pick(&c.S3Prefix, *s3Prefix, "HUTCH_S3_PREFIX")
-	pick(&c.ConsoleDir, *consoleDir, "HUTCH_CONSOLE_DIR")
-	if c.ConsoleDir == "off" {
-		c.ConsoleDir = ""
-	}
-	if v := getenv("HUTCH_S3_TLS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "HUTCH_S3_TLS=%q is not a boolean", v)
-		}
-		c.S3TLS = b
-	}
-	if *s3TLS {
-		c.S3TLS = true
-	}
-	for _, d := range []struct {
-		dst  *Duration
-		flag time.Duration
-		env  string
-	}{{&c.BackupGCInterval, *backupGC, "HUTCH_BACKUP_GC_INTERVAL"}, {&c.BackupOrphanAge, *orphanAge, "HUTCH_BACKUP_ORPHAN_AGE"},
-		{&c.SnapshotMaxFrozen, *maxFrozen, "HUTCH_SNAPSHOT_MAX_FROZEN"}} {
-		if v := getenv(d.env); v != "" {
-			dur, err := time.ParseDuration(v)
-			if err != nil {
-				return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "%s=%q is not a duration", d.env, v)
-			}
-			*d.dst = Duration(dur)
-		}
-		if d.flag != 0 {
-			*d.dst = Duration(d.flag)
-		}
-	}
-	if v := getenv("HUTCH_PROCESS_RETENTION"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "HUTCH_PROCESS_RETENTION=%q is not a duration", v)
-		}
-		c.ProcessRetention = Duration(d)
-	}
-	if *procRetention != 0 {
-		c.ProcessRetention = Duration(*procRetention)
-	}
-	for _, p := range []struct {
-		dst  *int
-		flag int
-		env  string
-	}{{&c.DNSPort, *dnsPort, "HUTCH_DNS_PORT"}, {&c.HTTPPort, *httpPort, "HUTCH_HTTP_PORT"}, {&c.TLSPort, *tlsPort, "HUTCH_TLS_PORT"},
-		{&c.PreviewPublicPort, *previewPublicPort, "HUTCH_PREVIEW_PUBLIC_PORT"}, {&c.ProcessLogBytes, *procLog, "HUTCH_PROCESS_LOG_BYTES"},
-		{&c.APIRateLimit, *apiRate, "HUTCH_API_RATE_LIMIT"}, {&c.MaxUploadBytes, *maxUpload, "HUTCH_MAX_UPLOAD_BYTES"},
-		{&c.PreviewMaxBodyBytes, *previewMaxBody, "HUTCH_PREVIEW_MAX_BODY_BYTES"}, {&c.MaxConns, *maxConns, "HUTCH_MAX_CONNS"},
-		{&c.MaxConnsPerClient, *maxConnsPerClient, "HUTCH_MAX_CONNS_PER_CLIENT"},
-		{&c.LogMaxBytes, *logMax, "HUTCH_LOG_MAX_BYTES"}, {&c.LogFiles, *logFiles, "HUTCH_LOG_FILES"},
-		{&c.LogValueMaxBytes, *logValueMax, "HUTCH_LOG_VALUE_MAX_BYTES"}, {&c.LogSandboxRate, *logRate, "HUTCH_LOG_SANDBOX_RATE"},
-		{&c.AuditLogMaxBytes, *auditMax, "HUTCH_AUDIT_LOG_MAX_BYTES"}, {&c.AuditLogFiles, *auditFiles, "HUTCH_AUDIT_LOG_FILES"},
-		{&c.EgressLogMaxBytes, *egressMax, "HUTCH_EGRESS_LOG_MAX_BYTES"}, {&c.EgressLogFiles, *egressFiles, "HUTCH_EGRESS_LOG_FILES"},
-		{&c.SleepSnapshotsKeep, *sleepKeep, "HUTCH_SLEEP_SNAPSHOTS_KEEP"}, {&c.SnapshotQuotaBytes, *snapQuota, "HUTCH_SNAPSHOT_QUOTA_BYTES"}} {
-		if err := pickInt(p.dst, p.flag, p.env); err != nil {
+		if err := apply(&c, getenv, flags[i]); err != nil {
 			return Config{}, err
 		}
 	}
-	if v := getenv("HUTCH_UPSTREAMS"); v != "" {
-		upstreams = append(strings.Split(v, ","), upstreams...)
-	}
-	for _, u := range upstreams {
-		name, addr, ok := strings.Cut(strings.TrimSpace(u), "=")
-		if !ok {
-			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "upstream %q: want name=ip:port", u)
-		}
-		c.Upstreams[strings.ToLower(name)] = addr
-	}
-	if v := getenv("HUTCH_DENY_RANGES"); v != "" {
-		deny = append(strings.Split(v, ","), deny...)
-	}
-	for _, d := range deny {
-		c.DenyRanges = append(c.DenyRanges, strings.TrimSpace(d))
-	}
-	if v := getenv("HUTCH_EXTRA_CA"); v != "" {
-		cas = append(strings.Split(v, ","), cas...)
-	}
-	if len(cas) > 0 {
-		c.ExtraCACerts = cas
-	}
-	if v := getenv("HUTCH_EGRESS_ROOT_CA"); v != "" {
-		egressRoots = append(strings.Split(v, ","), egressRoots...)
-	}
-	if len(egressRoots) > 0 {
-		c.EgressRootCAs = egressRoots
-	}
-	if v := getenv("HUTCH_EGRESS_HANDLERS"); v != "" {
-		egressHandlers = append(strings.Split(v, ","), egressHandlers...)
-	}
-	for _, h := range egressHandlers {
-		name, rest, ok1 := strings.Cut(strings.TrimSpace(h), "=")
-		sec, u, ok2 := strings.Cut(rest, "@")
-		if !ok1 || !ok2 || name == "" {
-			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "egress handler %q: want NAME=SIGNING_SECRET@URL", h)
-		}
-		if c.EgressHandlers == nil {
-			c.EgressHandlers = map[string]webhook.Config{}
-		}
-		c.EgressHandlers[name] = webhook.Config{URL: u, SigningSecret: sec}
-	}
-	if v := getenv("HUTCH_EGRESS_DNS"); v != "" {
-		egressDNS = append(strings.Split(v, ","), egressDNS...)
-	}
-	if len(egressDNS) > 0 {
-		c.EgressDNS = egressDNS
+	if c.ConsoleDir == "off" {
+		c.ConsoleDir = ""
 	}
 	if c.ImagesDir == "" {
 		c.ImagesDir = filepath.Join(c.StateDir, "images")
@@ -608,15 +361,6 @@ func (c Config) Validate() error {
 		if _, err := datavol.ParseSize(c.DataVolumeSize); err != nil {
 			bad("data volume size %q: %v (or \"auto\")", c.DataVolumeSize, err)
 		}
-	}
-	if c.DiskQuota != "on" && c.DiskQuota != "off" {
-		bad("disk quota %q: want \"on\" or \"off\"", c.DiskQuota)
-	}
-	if c.SleepMemory != "on" && c.SleepMemory != "off" {
-		bad("sleep memory %q: want \"on\" or \"off\"", c.SleepMemory)
-	}
-	if c.UserNS != "on" && c.UserNS != "off" {
-		bad("userns %q: want \"on\" or \"off\"", c.UserNS)
 	}
 	if c.PreviewListen != "off" {
 		if _, _, err := net.SplitHostPort(c.PreviewListen); err != nil {

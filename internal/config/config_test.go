@@ -37,17 +37,17 @@ func TestLoadPrecedence(t *testing.T) {
 	if cfg.Upstreams["a.internal"] != "127.0.0.1:80" || cfg.Upstreams["git.internal"] != "127.0.0.1:8418" {
 		t.Errorf("Upstreams = %v", cfg.Upstreams)
 	}
-	if cfg.DiskQuota != "on" {
-		t.Errorf("DiskQuota = %q; want the default on", cfg.DiskQuota)
+	if !cfg.DiskQuota {
+		t.Errorf("DiskQuota = %v; want the default on", cfg.DiskQuota)
 	}
-	if cfg, err := Load(nil, env(map[string]string{"HUTCH_DISK_QUOTA": "off"})); err != nil || cfg.DiskQuota != "off" {
-		t.Errorf("HUTCH_DISK_QUOTA=off: %q, %v", cfg.DiskQuota, err)
+	if cfg, err := Load(nil, env(map[string]string{"HUTCH_DISK_QUOTA": "off"})); err != nil || cfg.DiskQuota {
+		t.Errorf("HUTCH_DISK_QUOTA=off: %v, %v", cfg.DiskQuota, err)
 	}
-	if cfg.SleepMemory != "on" {
-		t.Errorf("SleepMemory = %q; want the default on", cfg.SleepMemory)
+	if !cfg.SleepMemory {
+		t.Errorf("SleepMemory = %v; want the default on", cfg.SleepMemory)
 	}
-	if cfg, err := Load([]string{"--sleep-memory", "off"}, env(nil)); err != nil || cfg.SleepMemory != "off" {
-		t.Errorf("--sleep-memory off: %q, %v", cfg.SleepMemory, err)
+	if cfg, err := Load([]string{"--sleep-memory", "off"}, env(nil)); err != nil || cfg.SleepMemory {
+		t.Errorf("--sleep-memory off: %v, %v", cfg.SleepMemory, err)
 	}
 	if _, err := Load([]string{"--sleep-memory", "swap"}, env(nil)); err == nil {
 		t.Errorf("--sleep-memory swap accepted")
@@ -84,6 +84,7 @@ func TestLoadRejects(t *testing.T) {
 		{"--dns-port", "70000"},
 		{"--log-level", "loud"},
 		{"--disk-quota", "maybe"},
+		{"--userns", "true"},
 		{"--log-file", "relative.log"},
 		{"--log-max-bytes", "1000"},
 		{"--log-files", "-1"},

@@ -3,12 +3,9 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress"
@@ -95,42 +92,7 @@ func (n networks) Setup(ctx context.Context, id string, slot int) (sandbox.Net, 
 
 func (n networks) Teardown(ctx context.Context, id string, _ int) error { return n.m.Teardown(ctx, id) }
 
-func (n networks) Sweep(ctx context.Context, keep map[string]int) error {
-	var errs []error
-	ids, err := n.m.List()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, id := range ids {
-		if _, ok := keep[id]; ok {
-			continue
-		}
-		if err := n.m.Teardown(ctx, id); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	keepIf := map[string]bool{}
-	for _, slot := range keep {
-		keepIf[n.m.HostIf(slot)] = true
-	}
-	links, err := n.m.ListLinks()
-	if err != nil {
-		errs = append(errs, err)
-	}
-	for _, name := range links {
-		if keepIf[name] {
-			continue
-		}
-		l, err := netlink.LinkByName(name)
-		if err != nil {
-			continue // gone already (it went with its namespace)
-		}
-		if err := netlink.LinkDel(l); err != nil {
-			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func (n networks) Sweep(ctx context.Context, keep map[string]int) error { return n.m.Sweep(ctx, keep) }
 
 // egressAdapter adapts egress.Service to the sandbox manager.
 type egressAdapter struct{ s *egress.Service }

@@ -9,6 +9,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/egress/policy"
+	"github.com/hutchdev/hutch/internal/egress/policystore"
 	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -46,7 +47,7 @@ func TestEgressPolicyLookups(t *testing.T) {
 	if _, err := secrets.Set(ctx, "API_TOKEN", []byte("real-token-value")); err != nil {
 		t.Fatal(err)
 	}
-	e := &egressPolicies{lookups: egressLookups(secrets.Exists, cfg.Upstreams, handlers)}
+	e := policystore.New(policystore.Config{Lookups: policystore.Lookups(secrets.Exists, cfg.Upstreams, handlers)})
 
 	handlerRule := func(name string) policy.Spec {
 		return policy.Spec{Mode: policy.ModeAllowlist, Rules: []policy.Rule{
@@ -71,7 +72,7 @@ func TestEgressPolicyLookups(t *testing.T) {
 		{"unknown secret", injectRule("NO_SUCH", ""), "/rules/0/inject/setHeaders/authorization"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := e.validate(tc.spec)
+			c, err := e.Validate(tc.spec)
 			if tc.pointer == "" {
 				if err != nil || c == nil {
 					t.Fatalf("validate: %v", err)

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/auditlog"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	"github.com/hutchdev/hutch/internal/sandbox"
-	"github.com/hutchdev/hutch/internal/server"
 )
 
 // TestAuditGuardKill: a memory guard's kill reaches the audit log as a decision of hutchd's,
@@ -27,7 +27,7 @@ func TestAuditGuardKill(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			auditGuardKill(server.NewDecisionLog(slog.New(slog.NewJSONHandler(&buf, nil))), c.kill)
+			auditGuardKill(auditlog.NewDecisionLog(slog.New(slog.NewJSONHandler(&buf, nil))), c.kill)
 			var rec map[string]any
 			if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
 				t.Fatalf("%q: %v", buf.String(), err)

@@ -79,3 +79,43 @@ func (m *Manager) ListLinks() ([]string, error) {
 	sort.Strings(names)
 	return names, nil
 }
+
+// Sweep removes every namespace and host link of ours (List, ListLinks) that does not belong
+// to a sandbox in keep (sandbox ID → network index), for crash cleanup: what a killed hutchd
+// left behind. It goes on past failures and returns them joined.
+func (m *Manager) Sweep(ctx context.Context, keep map[string]int) error {
+	var errs []error
+	ids, err := m.List()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, id := range ids {
+		if _, ok := keep[id]; ok {
+			continue
+		}
+		if err := m.Teardown(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	keepIf := map[string]bool{}
+	for _, index := range keep {
+		keepIf[m.HostIf(index)] = true
+	}
+	links, err := m.ListLinks()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range links {
+		if keepIf[name] {
+			continue
+		}
+		l, err := netlink.LinkByName(name)
+		if err != nil {
+			continue // gone already (it went with its namespace)
+		}
+		if err := netlink.LinkDel(l); err != nil {
+			errs = append(errs, fmt.Errorf("delete link %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -11,7 +11,7 @@ import (
 // audit log); the Manager records the changes themselves, most of them decided by hutchd alone:
 // idle sleeps with their reason, starts and wakes on demand, failed starts and sleeps, a lost
 // container, settings changes and what recovery did with each sandbox at restart. Each
-// decision is one call of the Auditor (SetAuditor); without one nothing is recorded.
+// decision is one call of the Auditor (Deps.Auditor); without one nothing is recorded.
 
 // Auditor records lifecycle decisions. Decision is called with the sandbox's ID lock held (or
 // during Recover), so it must not block for long nor call back into the Manager. attrs never
@@ -58,13 +58,10 @@ const (
 	AuditMemoryGuardKill = "sandbox.memory_guard_kill"
 )
 
-// SetAuditor makes a record lifecycle decisions; call it before Recover.
-func (m *Manager) SetAuditor(a Auditor) { m.auditor.Store(&a) }
-
 // audit records one decision (no-op without an Auditor).
 func (m *Manager) audit(ctx context.Context, action, id string, attrs ...slog.Attr) {
-	if a := m.auditor.Load(); a != nil {
-		(*a).Decision(ctx, action, id, attrs...)
+	if m.auditor != nil {
+		m.auditor.Decision(ctx, action, id, attrs...)
 	}
 }
 

@@ -34,10 +34,6 @@ type TreeSource interface {
 	Tree(ctx context.Context, backupID string) (string, error)
 }
 
-// SetTreeSource gives the manager the trees of backups mounted in sandboxes; call it before
-// serving. Without one, sandboxes with directory mounts cannot start.
-func (m *Manager) SetTreeSource(t TreeSource) { m.trees.Store(&t) }
-
 // ErrMountsUnsupported is MountBackup's error when the sandbox cannot take a directory mount
 // (its root was mounted by an older hutchd without propagation, or it runs on gVisor); callers
 // fall back to copying.
@@ -261,12 +257,12 @@ func (m *Manager) mountDirs(ctx context.Context, id, merged string, ns *os.File)
 	if err != nil || len(ms) == 0 {
 		return err
 	}
-	src := m.trees.Load()
+	src := m.trees
 	if src == nil {
 		return errdefs.New(errdefs.CodeUnavailable, "directory mounts are not available on this host")
 	}
 	for _, d := range ms {
-		tree, err := (*src).Tree(ctx, d.BackupID)
+		tree, err := src.Tree(ctx, d.BackupID)
 		if errdefs.IsCode(err, errdefs.CodeBackupNotFound) {
 			m.log.ErrorContext(ctx, "restored backup is gone: dropping its mount", "sandbox_id", id, "dir", d.Path, "backup_id", d.BackupID)
 			if err := m.store.DeleteDirMount(ctx, id, d.Path); err != nil {
@@ -309,7 +305,7 @@ func (m *Manager) dirMountViews(ctx context.Context, id string) (map[string]stri
 	if err != nil || len(ms) == 0 {
 		return nil, func() {}, err
 	}
-	src := m.trees.Load()
+	src := m.trees
 	if src == nil {
 		return nil, func() {}, errdefs.New(errdefs.CodeUnavailable, "directory mounts are not available on this host")
 	}
@@ -335,7 +331,7 @@ func (m *Manager) dirMountViews(ctx context.Context, id string) (map[string]stri
 		}
 	}
 	for _, d := range ms {
-		tree, err := (*src).Tree(ctx, d.BackupID)
+		tree, err := src.Tree(ctx, d.BackupID)
 		if err != nil {
 			cleanup()
 			return nil, func() {}, fmt.Errorf("view of %s: %w", d.Path, err)

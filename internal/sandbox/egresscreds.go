@@ -30,23 +30,12 @@ type EgressCredentials interface {
 	Prepare(ctx context.Context, rec store.Sandbox) (EgressStart, error)
 }
 
-// SetEgressCredentials enables the per-sandbox egress CA and placeholders; call it before
-// Recover. Nil disables them.
-func (m *Manager) SetEgressCredentials(c EgressCredentials) {
-	if c == nil {
-		m.egressCreds.Store(nil)
-		return
-	}
-	m.egressCreds.Store(&c)
-}
-
 // prepareEgress asks the credential side for rec's CA and env; zero when disabled.
 func (m *Manager) prepareEgress(ctx context.Context, rec store.Sandbox) (EgressStart, error) {
-	p := m.egressCreds.Load()
-	if p == nil {
+	if m.egressCreds == nil {
 		return EgressStart{}, nil
 	}
-	es, err := (*p).Prepare(ctx, rec)
+	es, err := m.egressCreds.Prepare(ctx, rec)
 	if err != nil {
 		return EgressStart{}, fmt.Errorf("egress credentials: %w", err)
 	}

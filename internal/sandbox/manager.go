@@ -120,6 +120,36 @@ type Config struct {
 	MaxFrozen time.Duration
 }
 
+// Deps are what the Manager works through. Store is required; each other nil field disables
+// what needs it (documented on the field), which tests that start no sandbox rely on.
+type Deps struct {
+	Store *store.Store
+	// Runtime is the default backend (more with AddRuntime); nil only in tests that start no
+	// sandbox.
+	Runtime  runtime.Runtime
+	Images   Images
+	Networks Networks
+	Egress   Egress
+	RootFS   RootFS
+	// Layers resolves snapshot layers (snapshot.go); nil: sandboxes built on snapshot layers
+	// cannot start.
+	Layers LayerSource
+	// Trees gives the backup trees of directory mounts (dirmount.go); nil: sandboxes with
+	// directory mounts cannot start.
+	Trees TreeSource
+	// EgressCredentials gives starting sandboxes their egress CA and placeholders
+	// (egresscreds.go); nil: none.
+	EgressCredentials EgressCredentials
+	// Auditor records lifecycle decisions (audit.go); nil: nothing is recorded.
+	Auditor Auditor
+	// SleepSnapshotter returns what snapshots sandboxes with snapshotOnSleep as they fall
+	// asleep, and deletes a destroyed sandbox's sleep snapshots (sleep.go). It is a func
+	// because internal/snapshot's Service is built on the Manager: it is called at each use,
+	// and nil (the field, or its result) means snapshots are not available: such sleeps record
+	// a snapshot error.
+	SleepSnapshotter func() SleepSnapshotter
+}
+
 // Manager owns every sandbox of this host.
 type Manager struct {
 	cfg    Config
@@ -130,17 +160,13 @@ type Manager struct {
 	nets   Networks
 	egress Egress
 	rootfs RootFS
-	layers LayerSource // snapshot layers (snapshot.go); nil until SetLayers
-	// sleepSnap snapshots sandboxes with snapshotOnSleep as they fall asleep (sleep.go); nil
-	// until SetSleepSnapshotter (atomic: the reaper may already run).
-	sleepSnap atomic.Pointer[SleepSnapshotter]
-	// trees gives the backup trees of directory mounts (dirmount.go); nil until set.
-	trees atomic.Pointer[TreeSource]
-	// egressCreds gives starting sandboxes their egress CA and placeholders (egresscreds.go);
-	// nil until SetEgressCredentials.
-	egressCreds atomic.Pointer[EgressCredentials]
-	// auditor records lifecycle decisions (audit.go); nil until SetAuditor.
-	auditor atomic.Pointer[Auditor]
+	// layers, trees, egressCreds, auditor and sleepSnap are the Deps of the same names; each
+	// may be nil (see Deps).
+	layers      LayerSource
+	trees       TreeSource
+	egressCreds EgressCredentials
+	auditor     Auditor
+	sleepSnap   func() SleepSnapshotter
 
 	// runtimes are the backends by name (runtimes.go), unavailable the known ones this host
 	// cannot run and why; defaultRuntime is the runtime of sandboxes created without one.
@@ -217,8 +243,8 @@ type idLock struct {
 	refs int
 }
 
-// New returns a Manager. Call Recover before serving requests.
-func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, images Images, nets Networks, eg Egress, fs RootFS) (*Manager, error) {
+// New returns a Manager working through d. Call Recover before serving requests.
+func New(cfg Config, log *slog.Logger, d Deps) (*Manager, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 5 * time.Second
 	}
@@ -232,7 +258,8 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 		cfg.IdleCheckInterval = time.Second
 	}
 	m := &Manager{
-		cfg: cfg, log: log, store: st, rt: rt, images: images, nets: nets, egress: eg, rootfs: fs,
+		cfg: cfg, log: log, store: d.Store, rt: d.Runtime, images: d.Images, nets: d.Networks, egress: d.Egress, rootfs: d.RootFS,
+		layers: d.Layers, trees: d.Trees, egressCreds: d.EgressCredentials, auditor: d.Auditor, sleepSnap: d.SleepSnapshotter,
 		locks:      map[string]*idLock{},
 		instances:  map[string]*instance{},
 		destroying: map[string]bool{},
@@ -243,9 +270,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store, rt runtime.Runtime, imag
 	m.runtimes = map[string]runtime.Runtime{}
 	m.unavailable = map[string]error{}
 	m.defaultRuntime = RuntimeRunc
-	if rt != nil { // nil only in tests that start no sandbox
-		m.runtimes[rt.Name()] = rt
-		m.defaultRuntime = rt.Name()
+	if d.Runtime != nil { // nil only in tests that start no sandbox
+		m.runtimes[d.Runtime.Name()] = d.Runtime
+		m.defaultRuntime = d.Runtime.Name()
 	}
 	p, err := installAgent(cfg.StateDir, cfg.AgentBinary)
 	if err != nil {
@@ -373,7 +400,7 @@ type CreateOptions struct {
 	// else MinSleepAfter–MaxSleepAfter. KeepAlive: it never sleeps (see Update).
 	SleepAfter time.Duration
 	KeepAlive  bool
-	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (see SetSleepSnapshotter).
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (see Deps.SleepSnapshotter).
 	SnapshotOnSleep bool
 	// Layers are snapshot layers (digests, newest first) below the new sandbox's disk, from
 	// Snapshot; ImageName is the image name recorded when Image is an ID. Set by the snapshot
@@ -606,8 +633,8 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	unlock()
 	unlocked = true
 	// Its sleep snapshots go with it (a failure leaves them, logged; the destroy stands).
-	if s := m.sleepSnap.Load(); s != nil {
-		if err := (*s).SandboxDestroyed(ctx, id); err != nil {
+	if s := m.sleepSnapshotter(); s != nil {
+		if err := s.SandboxDestroyed(ctx, id); err != nil {
 			m.log.WarnContext(ctx, "delete sleep snapshots of destroyed sandbox", "sandbox_id", id, "err", err)
 		}
 	}

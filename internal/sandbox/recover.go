@@ -31,7 +31,7 @@ import (
 // finished when its restore made a running sandbox that answers (it is adopted, running from
 // its image); else the sandbox is left sleeping and its image kept for the next wake, unless
 // the restored sandbox had run or the image is gone (recoverWake: the sleep note says so).
-// Recover must run before requests are served, after SetSleepSnapshotter and SetTreeSource.
+// Recover must run before requests are served; a sleep it finishes takes its snapshot through Deps.SleepSnapshotter.
 func (m *Manager) Recover(ctx context.Context) error {
 	recs, err := m.store.List(ctx)
 	if err != nil {

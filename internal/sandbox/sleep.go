@@ -151,7 +151,7 @@ type UpdateOptions struct {
 	// SleepAfter is MinSleepAfter–MaxSleepAfter.
 	SleepAfter *time.Duration
 	KeepAlive  *bool
-	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (SetSleepSnapshotter).
+	// SnapshotOnSleep: every sleep snapshots the sandbox's disk (Deps.SleepSnapshotter).
 	SnapshotOnSleep *bool
 }
 
@@ -288,9 +288,13 @@ type SleepSnapshotter interface {
 	SandboxDestroyed(ctx context.Context, id string) error
 }
 
-// SetSleepSnapshotter gives the manager what snapshots sandboxes with snapshotOnSleep when they
-// sleep; call it before serving. Without one, such sleeps record a snapshot error.
-func (m *Manager) SetSleepSnapshotter(s SleepSnapshotter) { m.sleepSnap.Store(&s) }
+// sleepSnapshotter is Deps.SleepSnapshotter's current answer; nil: not available.
+func (m *Manager) sleepSnapshotter() SleepSnapshotter {
+	if m.sleepSnap == nil {
+		return nil
+	}
+	return m.sleepSnap()
+}
 
 // snapshotAsleep takes the sleep snapshot of rec's sandbox (asleep, ID lock held) and records
 // its ID, or its failure: a failed snapshot never undoes the sleep.
@@ -300,12 +304,12 @@ func (m *Manager) snapshotAsleep(ctx context.Context, rec store.Sandbox) {
 	start := time.Now()
 	var id string
 	var err error = errdefs.New(errdefs.CodeUnavailable, "snapshots are not available on this host")
-	if s := m.sleepSnap.Load(); s != nil {
+	if s := m.sleepSnapshotter(); s != nil {
 		var views map[string]string
 		var release, releaseDisk func()
 		if releaseDisk, err = m.holdDisk(ctx, rec.ID); err == nil {
 			if views, release, err = m.dirMountViews(ctx, rec.ID); err == nil {
-				id, err = (*s).SnapshotAsleep(ctx, rec, Disk{Upper: m.upperDir(rec.ID), Mounts: views})
+				id, err = s.SnapshotAsleep(ctx, rec, Disk{Upper: m.upperDir(rec.ID), Mounts: views})
 				release()
 			}
 			releaseDisk()

@@ -34,10 +34,6 @@ type LayerSource interface {
 	Path(ctx context.Context, digest string) (string, error)
 }
 
-// SetLayers gives the manager its layer source; call it before serving. Without one, sandboxes
-// built on snapshot layers cannot start.
-func (m *Manager) SetLayers(ls LayerSource) { m.layers = ls }
-
 // lowerDirs is the overlay lower argument of rec's disk: its layers (newest first), then the
 // image root.
 func (m *Manager) lowerDirs(ctx context.Context, rec store.Sandbox, imageRoot string) (string, error) {

@@ -4,9 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/hutchdev/hutch/internal/auditlog"
 )
 
 // auditActions are the lifecycle decisions recorded in the audit log, by route pattern.
@@ -34,22 +34,15 @@ var auditActions = map[string]string{
 	"PATCH /v1/sandboxes/{id}/egress":               "egress.patch",
 }
 
-// AuditFieldMax is the most bytes of any string recorded in an audit record (path, IDs,
-// method, user agent, …): a longer one is cut at a UTF-8 boundary and ends with
-// "…[N bytes]", N its full length. One request writes at most a few KiB.
-const AuditFieldMax = 256
-
-// SetAuditLog records every lifecycle decision made through the API (create, start, stop,
+// Deps.AuditLog records every lifecycle decision made through the API (create, start, stop,
 // sleep, wake, destroy, snapshot, fork, restore, backup, port exposure, image build, secret
-// set and delete, egress policy put and patch) and every refused authentication on l, one
+// set and delete, egress policy put and patch) and every refused authentication, one
 // record per request: action, sandbox, snapshot or backup ID or secret name from the path,
 // HTTP status, client address, duration; a refused authentication adds method, path and user
 // agent. Records carry "by": "api"; the decisions hutchd takes by itself go to the same log
-// through a DecisionLog ("by": "hutchd"). A get-or-create POST /v1/sandboxes that found the sandbox (200) is not a creation
+// through an auditlog.DecisionLog ("by": "hutchd"). A get-or-create POST /v1/sandboxes that found the sandbox (200) is not a creation
 // and is not recorded. No bodies, tokens, secret values or environment values are recorded,
-// and every string is bounded by AuditFieldMax. Write l to a logbound.RotatingFile to bound its size on
-// disk. Call it before serving.
-func (s *Server) SetAuditLog(l *slog.Logger) { s.audit = l }
+// and every string is bounded by auditlog.FieldMax. auditlog.Open bounds its size on disk.
 
 // auditNoteKey carries an *auditNote in a request's context while an audit log is set.
 type auditNoteKey struct{}
@@ -122,14 +115,5 @@ func (s *Server) recordAudit(r *http.Request, note *auditNote, status int, took 
 	s.audit.LogAttrs(r.Context(), slog.LevelInfo, "audit", attrs...)
 }
 
-// bounded is v cut to AuditFieldMax bytes (at a rune boundary) plus "…[N bytes]" when longer.
-func bounded(v string) string {
-	if len(v) <= AuditFieldMax {
-		return v
-	}
-	cut := AuditFieldMax
-	for cut > 0 && !utf8.RuneStart(v[cut]) {
-		cut--
-	}
-	return v[:cut] + "…[" + strconv.Itoa(len(v)) + " bytes]"
-}
+// bounded is auditlog.Bound: the record's strings are bounded like the decisions'.
+func bounded(v string) string { return auditlog.Bound(v) }

@@ -19,9 +19,6 @@ type Backups interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// SetBackups enables the backup routes; call it before serving.
-func (s *Server) SetBackups(b Backups) { s.backups = b }
-
 // createBackup: POST /v1/sandboxes/{id}/backups {dir, name?, ttl?, excludes?, gitignore?} →
 // 201 {success, id, sandboxId, dir, name, sizeBytes, createdAt, expiresAt, warnings?, timestamp}.
 func (s *Server) createBackup(w http.ResponseWriter, r *http.Request) {

@@ -27,9 +27,7 @@ func TestConsoleWithoutAuth(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "hutch.db"), []byte("SECRET"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := New(slog.New(slog.DiscardHandler), testToken, nil, nil, nil, "test")
-	s.SetConsole(console.New(dist, slog.New(slog.DiscardHandler)))
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), Deps{Token: testToken, Version: "test", Console: console.New(dist, slog.New(slog.DiscardHandler))}))
 	defer srv.Close()
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, tc := range []struct {

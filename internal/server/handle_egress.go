@@ -37,10 +37,6 @@ type EgressPolicies interface {
 	Subscribe(id string) (<-chan audit.Event, func())
 }
 
-// SetEgressPolicies enables the egress policy API and the "egress" field of POST
-// /v1/sandboxes; call it before serving.
-func (s *Server) SetEgressPolicies(e EgressPolicies) { s.egress = e }
-
 func (s *Server) egressEnabled(w http.ResponseWriter, r *http.Request, op string) (string, bool) {
 	if s.egress == nil {
 		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "egress policies are not available on this hutchd"), op)

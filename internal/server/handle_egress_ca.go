@@ -15,9 +15,6 @@ type EgressCA interface {
 	CACertPEM(ctx context.Context, id string) ([]byte, error)
 }
 
-// SetEgressCA enables GET /v1/sandboxes/{id}/egress/ca.pem; call it before serving.
-func (s *Server) SetEgressCA(ca EgressCA) { s.egressCA = ca }
-
 // egressCAPEM: GET /v1/sandboxes/{id}/egress/ca.pem → 200 application/x-pem-file, the
 // certificate of the CA that signs the sandbox's intercepted TLS (never its key). Errors:
 // INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND.

@@ -19,9 +19,6 @@ type Secrets interface {
 	UsedBy(ctx context.Context) (map[string][]string, error)
 }
 
-// SetSecrets enables /v1/secrets; call it before serving.
-func (s *Server) SetSecrets(sec Secrets) { s.secrets = sec }
-
 func (s *Server) secretsEnabled(w http.ResponseWriter, r *http.Request) bool {
 	if s.secrets == nil {
 		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "secrets are not enabled on this hutchd"), "secret")

@@ -56,10 +56,9 @@ func secretsServer(t *testing.T) (*httptest.Server, *client.Client, *bytes.Buffe
 	}
 	var logBuf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logBuf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := New(log, testToken, nil, nil, nil, "test")
-	s.SetSecrets(usedSecrets{Store: secret.NewStore(st, box), used: map[string][]string{"IN_USE": {"sb1"}}})
-	s.SetEgressCA(caSource{mitm.NewAuthority(st, box, 0, nil)})
-	srv := httptest.NewServer(s)
+	srv := httptest.NewServer(New(log, Deps{Token: testToken, Version: "test",
+		Secrets:  usedSecrets{Store: secret.NewStore(st, box), used: map[string][]string{"IN_USE": {"sb1"}}},
+		EgressCA: caSource{mitm.NewAuthority(st, box, 0, nil)}}))
 	t.Cleanup(srv.Close)
 	c, err := client.New(srv.URL, testToken)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/internal/auditlog"
 	"github.com/hutchdev/hutch/internal/logbound"
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/secret"
@@ -27,7 +28,7 @@ import (
 )
 
 // hardenedServer is portsServer with the *Server at hand, for options set before serving.
-func hardenedServer(t *testing.T, configure func(*Server)) *httptest.Server {
+func hardenedServer(t *testing.T, configure func(*Deps)) *httptest.Server {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "hutch.db"))
@@ -38,9 +39,9 @@ func hardenedServer(t *testing.T, configure func(*Server)) *httptest.Server {
 	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "stopped"}); err != nil {
 		t.Fatal(err)
 	}
-	s := New(slog.New(slog.DiscardHandler), testToken, nil, nil, preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil), "test")
-	configure(s)
-	srv := httptest.NewServer(s)
+	d := Deps{Token: testToken, Ports: preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil), Version: "test"}
+	configure(&d)
+	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), d))
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -49,7 +50,7 @@ func hardenedServer(t *testing.T, configure func(*Server)) *httptest.Server {
 // code, lifecycle, …) without a token, with a wrong one, with a prefix of the right one and with
 // the right one plus a suffix: each is 401 UNAUTHENTICATED before any handler runs.
 func TestEveryRouteAuthenticated(t *testing.T) {
-	srv := hardenedServer(t, func(s *Server) { s.SetUnauthenticatedRateLimit(0, 0) })
+	srv := hardenedServer(t, func(d *Deps) { d.UnauthenticatedRateLimit = &RateLimit{0, 0} })
 	type rt struct{ method, path string }
 	routes := []rt{
 		{"POST", "/v1/sandboxes"}, {"GET", "/v1/sandboxes"}, {"GET", "/v1/sandboxes/sb1"}, {"DELETE", "/v1/sandboxes/sb1"},
@@ -95,15 +96,15 @@ func TestRateLimit(t *testing.T) {
 	release := make(chan struct{})
 	var streamed sync.WaitGroup
 	streamed.Add(1)
-	srv := hardenedServer(t, func(s *Server) {
-		s.SetRateLimit(5, 10)
+	srv := hardenedServer(t, func(d *Deps) {
+		d.RateLimit = &RateLimit{5, 10}
 		// A stream standing in for SSE and terminals (the console route needs no manager).
-		s.SetConsole(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, "first")
 			w.(http.Flusher).Flush()
 			<-release
 			fmt.Fprintln(w, "second")
-		}))
+		})
 	})
 	resp, err := srv.Client().Get(srv.URL + "/console/stream")
 	if err != nil {
@@ -166,38 +167,13 @@ func TestRateLimit(t *testing.T) {
 	}
 }
 
-func TestRateLimiterBuckets(t *testing.T) {
-	l := newRateLimiter(2, 3)
-	now := time.Unix(1000, 0)
-	for i := range 3 {
-		if ok, _ := l.take("a", now); !ok {
-			t.Fatalf("take %d refused within the burst", i)
-		}
-	}
-	ok, wait := l.take("a", now)
-	if ok || wait != 500*time.Millisecond {
-		t.Fatalf("over the burst: %v %v; want refused, 500ms", ok, wait)
-	}
-	if ok, _ := l.take("b", now); !ok {
-		t.Fatal("another client is limited by a's bucket")
-	}
-	if ok, _ := l.take("a", now.Add(500*time.Millisecond)); !ok {
-		t.Fatal("no token after 1/rate")
-	}
-	// Idle buckets are forgotten.
-	l.take("c", now.Add(time.Hour))
-	if len(l.buckets) != 1 {
-		t.Fatalf("%d buckets after an hour; want 1", len(l.buckets))
-	}
-}
-
 // TestAuditLog: lifecycle decisions and refused authentications are recorded as JSON lines,
 // without bodies or tokens; reads are not recorded.
 func TestAuditLog(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	srv := hardenedServer(t, func(s *Server) {
-		s.SetAuditLog(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)))
+	srv := hardenedServer(t, func(d *Deps) {
+		d.AuditLog = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
 	})
 	call(t, srv, "POST", "/v1/sandboxes/sb1/ports", `{"port": 8080, "token": "secret_tok1"}`)
 	call(t, srv, "GET", "/v1/sandboxes/sb1/ports", "")
@@ -254,7 +230,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 // 413 REQUEST_TOO_LARGE (the streamed PUT …/files is the one endpoint without the limit; the
 // agent bounds it).
 func TestJSONBodyLimit(t *testing.T) {
-	srv := hardenedServer(t, func(*Server) {})
+	srv := hardenedServer(t, func(*Deps) {})
 	big := `{"x":"` + strings.Repeat("a", MaxJSONBody) + `"}`
 	for _, r := range []struct{ method, path string }{
 		{"POST", "/v1/sandboxes"},
@@ -277,7 +253,7 @@ func TestJSONBodyLimit(t *testing.T) {
 // TestBearerSchemeCase: the Authorization scheme is case-insensitive (RFC 7235), the token is
 // not.
 func TestBearerSchemeCase(t *testing.T) {
-	srv := hardenedServer(t, func(*Server) {})
+	srv := hardenedServer(t, func(*Deps) {})
 	for _, tc := range []struct {
 		auth string
 		want int
@@ -310,9 +286,9 @@ func TestBearerSchemeCase(t *testing.T) {
 // bucket: a flood of them from the same address gets 401 then 429, and never makes a request
 // with the token get 429.
 func TestUnauthenticatedFlood(t *testing.T) {
-	srv := hardenedServer(t, func(s *Server) {
-		s.SetRateLimit(1000, 200)
-		s.SetUnauthenticatedRateLimit(20, 100)
+	srv := hardenedServer(t, func(d *Deps) {
+		d.RateLimit = &RateLimit{1000, 200}
+		d.UnauthenticatedRateLimit = &RateLimit{20, 100}
 	})
 	do := func(auth string) (int, string, string) {
 		req, _ := http.NewRequest("GET", srv.URL+"/v1/sandboxes/sb1/ports", nil)
@@ -396,12 +372,12 @@ func auditRecords(t *testing.T, out string) []map[string]any {
 }
 
 // TestAuditFieldsBounded: a refused request with a 900,000-byte path, a long user agent and
-// a multi-byte path writes one short record, each string cut to AuditFieldMax with a marker.
+// a multi-byte path writes one short record, each string cut to auditlog.FieldMax with a marker.
 func TestAuditFieldsBounded(t *testing.T) {
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	srv := hardenedServer(t, func(s *Server) {
-		s.SetAuditLog(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)))
+	srv := hardenedServer(t, func(d *Deps) {
+		d.AuditLog = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
 	})
 	long := "/v1/sandboxes/" + strings.Repeat("a", 900_000) + "/ports"
 	req, _ := http.NewRequest("GET", srv.URL+long, nil)
@@ -430,8 +406,8 @@ func TestAuditFieldsBounded(t *testing.T) {
 	}
 	for k, full := range map[string]int{"path": len(long), "id": 900_000, "userAgent": 10_000} {
 		v, _ := recs[0][k].(string)
-		if len(v) > AuditFieldMax+32 || !strings.HasSuffix(v, "…["+strconv.Itoa(full)+" bytes]") {
-			t.Errorf("record field %s = %q (%d bytes); want at most %d bytes and the marker", k, v, len(v), AuditFieldMax)
+		if len(v) > auditlog.FieldMax+32 || !strings.HasSuffix(v, "…["+strconv.Itoa(full)+" bytes]") {
+			t.Errorf("record field %s = %q (%d bytes); want at most %d bytes and the marker", k, v, len(v), auditlog.FieldMax)
 		}
 	}
 	id, _ := recs[1]["id"].(string)
@@ -444,8 +420,7 @@ func TestAuditFieldsBounded(t *testing.T) {
 // a creation (201) and a failed attempt are.
 func TestAuditCreateOnlyWhenCreated(t *testing.T) {
 	var buf bytes.Buffer
-	s := New(slog.New(slog.DiscardHandler), testToken, nil, nil, nil, "test")
-	s.SetAuditLog(slog.New(slog.NewJSONHandler(&buf, nil)))
+	s := New(slog.New(slog.DiscardHandler), Deps{Token: testToken, Version: "test", AuditLog: slog.New(slog.NewJSONHandler(&buf, nil))})
 	for _, status := range []int{http.StatusOK, http.StatusCreated, http.StatusBadRequest} {
 		r := httptest.NewRequest("POST", "/v1/sandboxes", nil)
 		r.Pattern = "POST /v1/sandboxes"
@@ -468,7 +443,7 @@ func TestAuditSecretsAndEgress(t *testing.T) {
 	const value = "sk-live-do-not-log-4f1e2d"
 	var buf bytes.Buffer
 	var mu sync.Mutex
-	srv := hardenedServer(t, func(s *Server) {
+	srv := hardenedServer(t, func(d *Deps) {
 		dir := t.TempDir()
 		st, err := store.Open(context.Background(), filepath.Join(dir, "secrets.db"))
 		if err != nil {
@@ -479,9 +454,9 @@ func TestAuditSecretsAndEgress(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.SetSecrets(usedSecrets{Store: secret.NewStore(st, box)})
-		s.SetAuditLog(slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil)))
-		s.SetRateLimit(0.01, 6)
+		d.Secrets = usedSecrets{Store: secret.NewStore(st, box)}
+		d.AuditLog = slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
+		d.RateLimit = &RateLimit{0.01, 6}
 	})
 	if st, m := rawCall(t, srv, "PUT", "/v1/secrets/API_KEY", testToken, `{"value":"`+value+`"}`); st != http.StatusNoContent {
 		t.Fatalf("put secret: %d %v", st, m)
@@ -532,9 +507,9 @@ func TestAuditLogFileBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	srv := hardenedServer(t, func(s *Server) {
-		s.SetAuditLog(slog.New(slog.NewJSONHandler(f, nil)))
-		s.SetUnauthenticatedRateLimit(0, 0)
+	srv := hardenedServer(t, func(d *Deps) {
+		d.AuditLog = slog.New(slog.NewJSONHandler(f, nil))
+		d.UnauthenticatedRateLimit = &RateLimit{0, 0}
 	})
 	huge := "/v1/" + strings.Repeat("p", 200_000)
 	for range 300 {

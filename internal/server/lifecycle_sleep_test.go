@@ -33,12 +33,12 @@ func sleepServer(t *testing.T) *httptest.Server {
 		t.Fatal(err)
 	}
 	mgr, err := sandbox.New(sandbox.Config{StateDir: filepath.Join(dir, "state"), AgentBinary: agent},
-		slog.New(slog.DiscardHandler), st, nil, nil, nil, nil, nil)
+		slog.New(slog.DiscardHandler), sandbox.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(mgr.Close)
-	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), testToken, mgr, nil, nil, "test"))
+	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), Deps{Token: testToken, Manager: mgr, Version: "test"}))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -40,7 +40,7 @@ func limitsServer(t *testing.T) (*Server, *httptest.Server) {
 		t.Fatal(err)
 	}
 	mgr, err := sandbox.New(sandbox.Config{StateDir: filepath.Join(dir, "state"), AgentBinary: agent},
-		slog.New(slog.DiscardHandler), st, nil, nil, nil, nil, nil)
+		slog.New(slog.DiscardHandler), sandbox.Deps{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,14 @@ func limitsServer(t *testing.T) (*Server, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(slog.New(slog.DiscardHandler), testToken, mgr, nil, preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil), "test")
-	s.SetSecrets(usedSecrets{Store: secret.NewStore(st, box)})
-	s.SetConsole(http.NotFoundHandler())
-	s.SetUnauthenticatedRateLimit(0, 0)
-	s.SetMaxUpload(uploadLimit)
+	s := New(slog.New(slog.DiscardHandler), Deps{
+		Token: testToken, Manager: mgr, Version: "test",
+		Ports:                    preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil),
+		Secrets:                  usedSecrets{Store: secret.NewStore(st, box)},
+		Console:                  http.NotFoundHandler(),
+		UnauthenticatedRateLimit: &RateLimit{0, 0},
+		MaxUpload:                uploadLimit,
+	})
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return s, srv
@@ -137,7 +140,7 @@ func send(t *testing.T, srv *httptest.Server, method, path string, body []byte, 
 }
 
 // TestBodyLimitEveryRoute: every authenticated route refuses a body one byte over its bound
-// (MaxJSONBody; the upload's SetMaxUpload) with 413 REQUEST_TOO_LARGE before its handler runs;
+// (MaxJSONBody; the upload's Deps.MaxUpload) with 413 REQUEST_TOO_LARGE before its handler runs;
 // routes that read a JSON body refuse one byte over also when it comes chunked, and accept a
 // body of exactly the bound (here not JSON: 400 INVALID_JSON, or whatever the handler answers
 // past the size check, never 413). The upload's chunked and at-the-bound cases need a running

@@ -36,7 +36,7 @@ func portsServer(t *testing.T, ports bool) *httptest.Server {
 	if ports {
 		p = preview.NewService(preview.Config{Domain: "localhost", PublicPort: 7412}, st, nil)
 	}
-	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), testToken, nil, nil, p, "test"))
+	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), Deps{Token: testToken, Ports: p, Version: "test"}))
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -5,10 +5,10 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/ratelimit"
 )
 
 // Rate limit defaults. Requests that present the API token draw from their client's (remote
@@ -30,88 +30,22 @@ const (
 // bucketIdle is how long an untouched, full bucket is kept.
 const bucketIdle = 10 * time.Minute
 
-// rateLimiter is a token bucket per client. Only the start of a request takes a token: a
-// stream that is already open (SSE, a terminal WebSocket, a file download) is never throttled.
-type rateLimiter struct {
-	rate  float64 // tokens per second
-	burst float64
-
-	mu        sync.Mutex
-	buckets   map[string]*bucket // guarded by mu
-	lastSweep time.Time          // guarded by mu
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newRateLimiter(rate float64, burst int) *rateLimiter {
-	return &rateLimiter{rate: rate, burst: float64(burst), buckets: map[string]*bucket{}}
-}
-
-// take takes a token for client at now; when none is left it reports how long until one is.
-func (l *rateLimiter) take(client string, now time.Time) (ok bool, retryAfter time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if now.Sub(l.lastSweep) > bucketIdle {
-		l.sweep(now)
-	}
-	b := l.buckets[client]
-	if b == nil {
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[client] = b
-	}
-	b.tokens = math.Min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / l.rate * float64(time.Second))
-}
-
-// sweep forgets buckets that have been full for a while (they behave as new ones).
-func (l *rateLimiter) sweep(now time.Time) {
-	l.lastSweep = now
-	for k, b := range l.buckets {
-		if now.Sub(b.last) > bucketIdle {
-			delete(l.buckets, k)
-		}
-	}
-}
-
-// SetRateLimit sets the per-client rate (requests per second) and burst of authenticated
-// requests; rate <= 0 turns rate limiting off, for authenticated and unauthenticated requests
-// alike. Call it before serving.
-func (s *Server) SetRateLimit(rate float64, burst int) {
-	if rate <= 0 {
-		s.limiter, s.unauthLimiter = nil, nil
-		return
-	}
-	s.limiter = newRateLimiter(rate, max(burst, 1))
-}
-
-// SetUnauthenticatedRateLimit sets the per-client rate (requests per second) and burst of
-// requests without a valid token (default DefaultUnauthRate, DefaultUnauthBurst); rate <= 0
-// turns that limit off. Call it before serving.
-func (s *Server) SetUnauthenticatedRateLimit(rate float64, burst int) {
-	if rate <= 0 {
-		s.unauthLimiter = nil
-		return
-	}
-	s.unauthLimiter = newRateLimiter(rate, max(burst, 1))
+// newRateLimiter returns a token bucket per client. Only the start of a request takes a
+// token: a stream that is already open (SSE, a terminal WebSocket, a file download) is never
+// throttled.
+func newRateLimiter(rate float64, burst int) *ratelimit.Buckets {
+	return ratelimit.New(rate, burst, bucketIdle)
 }
 
 // allow takes a token from the client's bucket in l (nil: no limit) and answers 429
 // RATE_LIMITED with Retry-After (whole seconds) when there is none. kind names the bucket in
 // the message ("" or "unauthenticated ").
-func (s *Server) allow(w http.ResponseWriter, r *http.Request, l *rateLimiter, kind string) bool {
+func (s *Server) allow(w http.ResponseWriter, r *http.Request, l *ratelimit.Buckets, kind string) bool {
 	if l == nil {
 		return true
 	}
 	client := clientIP(r)
-	ok, wait := l.take(client, time.Now())
+	ok, wait := l.Take(client, time.Now())
 	if ok {
 		return true
 	}
@@ -119,7 +53,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, l *rateLimiter, k
 	secs := max(1, int(math.Ceil(wait.Seconds())))
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	closeUnread(w)
-	writeError(w, r, errdefs.Newf(errdefs.CodeRateLimited, "too many %srequests from %s: at most %g per second (bursts of %g); retry after %d s", kind, client, l.rate, l.burst, secs).
+	writeError(w, r, errdefs.Newf(errdefs.CodeRateLimited, "too many %srequests from %s: at most %g per second (bursts of %g); retry after %d s", kind, client, l.Rate(), l.Burst(), secs).
 		With("retryAfterSeconds", secs), "")
 	return false
 }

@@ -24,6 +24,7 @@ import (
 	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/connlimit"
+	"github.com/hutchdev/hutch/internal/ratelimit"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -34,7 +35,7 @@ const MaxJSONBody = 48 << 20
 
 // DefaultMaxUpload is the largest body of the streamed file upload, PUT
 // /v1/sandboxes/{id}/files, in bytes: 20 GB, the disk of the largest instance type
-// (standard-4), so no upload that could fit in a sandbox is refused. SetMaxUpload changes it.
+// (standard-4), so no upload that could fit in a sandbox is refused. Deps.MaxUpload changes it.
 const DefaultMaxUpload = 20 * 1000 * 1000 * 1000
 
 // uploadPattern is the route of the streamed file upload.
@@ -61,8 +62,8 @@ type Server struct {
 	mgr     *sandbox.Manager
 	images  Images
 	ports   Ports
-	backups Backups // nil: backups are not available (SetBackups)
-	// snapshots is nil when snapshots are not available (SetSnapshots).
+	backups Backups // nil: backups are not available
+	// snapshots is nil when snapshots are not available.
 	snapshots Snapshots
 	version   string
 	mux       *http.ServeMux
@@ -70,38 +71,97 @@ type Server struct {
 	closing     chan struct{} // closed by CloseStreams
 	closingOnce sync.Once
 
-	// secrets is nil when /v1/secrets is not available (SetSecrets).
+	// secrets is nil when /v1/secrets is not available.
 	secrets Secrets
-	// egressCA serves a sandbox's egress CA certificate (SetEgressCA); nil: not available.
+	// egressCA serves a sandbox's egress CA certificate; nil: not available.
 	egressCA EgressCA
-	// egress keeps sandboxes' egress policies (SetEgressPolicies); nil: not available.
+	// egress keeps sandboxes' egress policies; nil: not available.
 	egress EgressPolicies
 	// tokenSum is the SHA-256 of the API token: the plaintext is not kept (see auth).
 	tokenSum [sha256.Size]byte
-	limiter  *rateLimiter // per-client rate of authenticated requests (ratelimit.go); nil: off
+	limiter  *ratelimit.Buckets // per-client rate of authenticated requests (ratelimit.go); nil: off
 	// unauthLimiter is the per-client rate of requests without a valid token; nil: off.
-	unauthLimiter *rateLimiter
+	unauthLimiter *ratelimit.Buckets
 	audit         *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
-	maxUpload     int64        // bytes; the body bound of uploadPattern (SetMaxUpload)
+	maxUpload     int64        // bytes; the body bound of uploadPattern (Deps.MaxUpload)
 	patterns      []string     // every registered route pattern, in order (handle)
 }
 
-// New returns a Server. token is the bearer token every /v1 call (except health) must carry;
-// ports serves /v1/sandboxes/{id}/ports.
-func New(log *slog.Logger, token string, mgr *sandbox.Manager, images Images, ports Ports, version string) *Server {
-	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(token)), mgr: mgr, images: images, ports: ports, version: version, mux: http.NewServeMux(),
-		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst), maxUpload: DefaultMaxUpload,
-		unauthLimiter: newRateLimiter(DefaultUnauthRate, DefaultUnauthBurst)}
-	s.routes()
-	return s
+// Deps are what the Server serves. A nil optional service turns its routes into 501
+// NOT_IMPLEMENTED (or, for the console, leaves /console unrouted).
+type Deps struct {
+	// Token is the bearer token every /v1 call (except health) must carry. TokenSum, when not
+	// zero, is its SHA-256 instead, for hutchd's hash-only mode, where the plaintext token is
+	// never on the host (token.LoadHash); the plaintext is never kept either way (see auth).
+	Token    string
+	TokenSum [sha256.Size]byte
+	Manager  *sandbox.Manager
+	Images   Images
+	// Ports serves /v1/sandboxes/{id}/ports.
+	Ports   Ports
+	Version string
+
+	// Optional services: backup routes; snapshot routes and creating sandboxes from
+	// snapshots; /v1/secrets; GET …/egress/ca.pem; the egress policy API and the "egress"
+	// field of POST /v1/sandboxes.
+	Backups        Backups
+	Snapshots      Snapshots
+	Secrets        Secrets
+	EgressCA       EgressCA
+	EgressPolicies EgressPolicies
+	// Console is the web console handler (internal/console), served at /console/ and
+	// /console without authentication (see console).
+	Console http.Handler
+	// AuditLog receives the audit records of lifecycle requests (see recordAudit); nil: none.
+	AuditLog *slog.Logger
+
+	// RateLimit is the per-client rate of authenticated requests (nil: DefaultRate and
+	// DefaultBurst); a Rate <= 0 turns rate limiting off for authenticated and
+	// unauthenticated requests alike. UnauthenticatedRateLimit is the per-client rate of
+	// requests without a valid token (nil: DefaultUnauthRate, DefaultUnauthBurst); a Rate <= 0
+	// turns that limit off.
+	RateLimit, UnauthenticatedRateLimit *RateLimit
+	// MaxUpload is the largest body of the streamed file upload (PUT …/files), in bytes; <= 0:
+	// DefaultMaxUpload.
+	MaxUpload int64
 }
 
-// SetMaxUpload sets the largest body of the streamed file upload (PUT …/files), in bytes
-// (n > 0; default DefaultMaxUpload). Call it before serving.
-func (s *Server) SetMaxUpload(n int64) {
-	if n > 0 {
-		s.maxUpload = n
+// RateLimit is a token bucket's rate (requests per second) and burst.
+type RateLimit struct {
+	Rate  float64
+	Burst int
+}
+
+// New returns a Server over d.
+func New(log *slog.Logger, d Deps) *Server {
+	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(d.Token)), mgr: d.Manager, images: d.Images, ports: d.Ports, version: d.Version, mux: http.NewServeMux(),
+		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst), maxUpload: DefaultMaxUpload,
+		unauthLimiter: newRateLimiter(DefaultUnauthRate, DefaultUnauthBurst),
+		backups:       d.Backups, snapshots: d.Snapshots, secrets: d.Secrets, egressCA: d.EgressCA, egress: d.EgressPolicies, audit: d.AuditLog}
+	if d.TokenSum != ([sha256.Size]byte{}) {
+		s.tokenSum = d.TokenSum
 	}
+	if d.MaxUpload > 0 {
+		s.maxUpload = d.MaxUpload
+	}
+	if l := d.UnauthenticatedRateLimit; l != nil {
+		s.unauthLimiter = nil
+		if l.Rate > 0 {
+			s.unauthLimiter = newRateLimiter(l.Rate, l.Burst)
+		}
+	}
+	if l := d.RateLimit; l != nil {
+		if l.Rate <= 0 {
+			s.limiter, s.unauthLimiter = nil, nil
+		} else {
+			s.limiter = newRateLimiter(l.Rate, l.Burst)
+		}
+	}
+	s.routes()
+	if d.Console != nil {
+		s.console(d.Console)
+	}
+	return s
 }
 
 // bodyLimit is the most bytes of request body r's route accepts: maxUpload for the streamed
@@ -117,11 +177,6 @@ func (s *Server) bodyLimit(r *http.Request) int64 {
 func tooLarge(limit int64) error {
 	return errdefs.Newf(errdefs.CodeRequestTooLarge, "request body is over %d bytes; stream large files with PUT .../files", limit).With("limit", limit)
 }
-
-// SetTokenSum makes sum, the SHA-256 of the API token, the credential every /v1 call is checked
-// against, instead of the hash of the token given to New: for hutchd's hash-only mode, where
-// the plaintext token is never on the host (token.LoadHash). Call it before serving.
-func (s *Server) SetTokenSum(sum [sha256.Size]byte) { s.tokenSum = sum }
 
 // CloseStreams ends the connections the server has taken over from net/http (terminal
 // WebSockets) with a proper close frame (1001 going away), so clients see a clean end and
@@ -224,11 +279,10 @@ func (s *Server) handlers() map[string]http.Handler {
 	}
 }
 
-// SetConsole serves the web console handler h (internal/console) at /console/ and /console,
+// console serves the web console handler h (internal/console) at /console/ and /console,
 // without authentication (drawing from the unauthenticated rate limit): the static files hold
-// no secrets, and every API call the console makes carries the token its user typed. Call it
-// before serving.
-func (s *Server) SetConsole(h http.Handler) {
+// no secrets, and every API call the console makes carries the token its user typed.
+func (s *Server) console(h http.Handler) {
 	s.handle("/console/", s.public(h))
 	s.handle("/console", s.public(h))
 }

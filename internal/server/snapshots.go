@@ -22,10 +22,6 @@ type Snapshots interface {
 	Delete(ctx context.Context, id string) error
 }
 
-// SetSnapshots enables the snapshot routes and creating sandboxes from snapshots; call it
-// before serving.
-func (s *Server) SetSnapshots(sn Snapshots) { s.snapshots = sn }
-
 // createSnapshot: POST /v1/sandboxes/{id}/snapshots → 201 {success, id, sandboxId, sizeBytes,
 // createdAt, layers, parentLayers, image, config, format, timestamp}.
 func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {

@@ -8,7 +8,7 @@ import (
 	"github.com/hutchdev/hutch/internal/token"
 )
 
-// TestTokenSum: with SetTokenSum (hutchd's hash-only mode) exactly the token of that hash is
+// TestTokenSum: with Deps.TokenSum (hutchd's hash-only mode) exactly the token of that hash is
 // accepted; the token given to New, other tokens, the hash itself and an empty token are
 // refused with 401 UNAUTHENTICATED.
 func TestTokenSum(t *testing.T) {
@@ -16,7 +16,7 @@ func TestTokenSum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := hardenedServer(t, func(s *Server) { s.SetTokenSum(token.Sum(tok)); s.SetUnauthenticatedRateLimit(0, 0) })
+	srv := hardenedServer(t, func(d *Deps) { d.TokenSum = token.Sum(tok); d.UnauthenticatedRateLimit = &RateLimit{0, 0} })
 	line := token.HashLine(tok)
 	for _, c := range []struct {
 		auth string

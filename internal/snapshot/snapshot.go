@@ -427,10 +427,20 @@ func contentID(snap Snapshot) string {
 // Get returns snapshot id's record from the blob store. Errors: VALIDATION_FAILED (not
 // "sha256-<hex>"), SNAPSHOT_NOT_FOUND.
 func (s *Service) Get(ctx context.Context, id string) (Snapshot, error) {
+	return Records{s.cfg.Blobs}.Get(ctx, id)
+}
+
+// Records reads snapshot records from a blob store; unlike Service it needs no sandbox
+// manager, so what the manager is built with can look snapshots up (the egress policy a fork
+// inherits).
+type Records struct{ Blobs blob.Store }
+
+// Get is Service.Get.
+func (r Records) Get(ctx context.Context, id string) (Snapshot, error) {
 	if !validDigest(id) {
 		return Snapshot{}, errdefs.Newf(errdefs.CodeInvalidArgument, "invalid snapshot ID %q: want sha256-<64 hex digits>", id).With("snapshot", id)
 	}
-	rc, _, err := s.cfg.Blobs.Get(ctx, metaKey(id))
+	rc, _, err := r.Blobs.Get(ctx, metaKey(id))
 	if err != nil {
 		if errdefs.IsCode(err, errdefs.CodeBlobNotFound) {
 			return Snapshot{}, errdefs.Newf(errdefs.CodeSnapshotNotFound, "snapshot %q not found", id).With("snapshot", id)

@@ -3,6 +3,8 @@ package dns
 import (
 	"sync"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/ratelimit"
 )
 
 // Rate limit defaults (EGRESS.md §2.4): per sandbox, queries per second and burst.
@@ -11,43 +13,27 @@ const (
 	DefaultBurst = 500
 )
 
-// limiter is a token bucket per sandbox.
+// limiter is a token bucket per sandbox, kept until the sandbox is forgotten.
 type limiter struct {
-	rate  float64
-	burst float64
+	buckets *ratelimit.Buckets
 
 	mu sync.Mutex
-	// buckets are keyed by sandbox ID.
-	buckets map[string]*bucket
-	// lastNotice throttles limit notifications to one per sandbox per second.
+	// lastNotice throttles limit notifications to one per sandbox per second; guarded by mu.
 	lastNotice map[string]time.Time
 }
 
-type bucket struct {
-	tokens float64
-	at     time.Time
-}
-
 func newLimiter(rate float64, burst int) *limiter {
-	return &limiter{rate: rate, burst: float64(burst), buckets: map[string]*bucket{}, lastNotice: map[string]time.Time{}}
+	return &limiter{buckets: ratelimit.New(rate, burst, 0), lastNotice: map[string]time.Time{}}
 }
 
 // allow takes a token for id; when none is left it returns false, and notify is true at most
 // once per second per sandbox (for the "limit" audit event).
 func (l *limiter) allow(id string, now time.Time) (ok, notify bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.buckets[id]
-	if b == nil {
-		b = &bucket{tokens: l.burst, at: now}
-		l.buckets[id] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.at).Seconds()*l.rate)
-	b.at = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if ok, _ := l.buckets.Take(id, now); ok {
 		return true, false
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if now.Sub(l.lastNotice[id]) >= time.Second {
 		l.lastNotice[id] = now
 		return false, true
@@ -57,8 +43,8 @@ func (l *limiter) allow(id string, now time.Time) (ok, notify bool) {
 
 // forget drops id's bucket.
 func (l *limiter) forget(id string) {
+	l.buckets.Forget(id)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.buckets, id)
 	delete(l.lastNotice, id)
 }

@@ -1,4 +1,10 @@
-package daemon
+// Package policystore keeps sandboxes' egress policies and egress credentials across starts,
+// restarts and snapshots: policies are stored as JSON in the store's egress_policies and
+// installed in the egress service's live registry before a sandbox's first process runs; a
+// sandbox started from a snapshot inherits the policy and the CA of the sandbox the snapshot
+// was taken of. It serves the API (server.EgressPolicies, server.EgressCA, server.Secrets'
+// UsedBy) and the sandbox manager (sandbox.EgressCredentials).
+package policystore
 
 import (
 	"context"
@@ -8,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/egress/webhook"
@@ -17,8 +22,37 @@ import (
 	"github.com/hutchdev/hutch/internal/store"
 )
 
-// egressPolicies keeps sandboxes' egress policies: stored as JSON in egress_policies, live in
-// the egress Service's registry. It serves the API (server.EgressPolicies) and runs before the
+// Registry is the egress service's live policy registry (*egress.Service).
+type Registry interface {
+	SetPolicy(sandboxID string, c *policy.Compiled) error
+	DeletePolicy(sandboxID string)
+}
+
+// Snapshots looks snapshot records up (snapshot.Records).
+type Snapshots interface {
+	Get(ctx context.Context, id string) (snapshot.Snapshot, error)
+}
+
+// Config is what Policies work with.
+type Config struct {
+	Registry Registry
+	Store    *store.Store
+	// Audit is the per-sandbox egress event log: served by Events and Subscribe, removed by
+	// Forget.
+	Audit *audit.Log
+	// Lookups are the names a policy may refer to (see Lookups).
+	Lookups policy.Lookups
+	// Snapshots finds the sandbox a snapshot was taken of (policy inheritance); nil: none is
+	// inherited.
+	Snapshots Snapshots
+	// Next is the credential side (Credentials), asked after the policy is installed; nil:
+	// none.
+	Next sandbox.EgressCredentials
+	Log  *slog.Logger // nil: discarded
+}
+
+// Policies keeps sandboxes' egress policies: stored as JSON in egress_policies, live in the
+// egress service's registry. It serves the API (server.EgressPolicies) and runs before the
 // egress credential side at every sandbox start (sandbox.EgressCredentials), so a sandbox's
 // first process already runs under its policy:
 //
@@ -27,15 +61,13 @@ import (
 //   - a sandbox started from a snapshot (forks included) without either inherits the policy
 //     of the sandbox the snapshot was taken of, while that sandbox's row exists;
 //   - otherwise the sandbox runs allow-all.
-type egressPolicies struct {
-	eg      *egress.Service
+type Policies struct {
+	eg      Registry
 	db      *store.Store
 	audit   *audit.Log
 	log     *slog.Logger
 	lookups policy.Lookups
-	snaps   interface {
-		Get(ctx context.Context, id string) (snapshot.Snapshot, error)
-	}
+	snaps   Snapshots
 	// next is the credential side (CA, placeholders); it reads the policy installed here.
 	next sandbox.EgressCredentials
 
@@ -44,9 +76,18 @@ type egressPolicies struct {
 	pending map[string]*policy.Compiled
 }
 
-// load installs every stored policy (hutchd start). A stored policy that no longer compiles
+// New returns the Policies of cfg. Call Load before the sandboxes are recovered.
+func New(cfg Config) *Policies {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Policies{eg: cfg.Registry, db: cfg.Store, audit: cfg.Audit, log: log, lookups: cfg.Lookups, snaps: cfg.Snapshots, next: cfg.Next}
+}
+
+// Load installs every stored policy (hutchd start). A stored policy that no longer compiles
 // is installed as deny-all (fail closed) and logged.
-func (e *egressPolicies) load(ctx context.Context) error {
+func (e *Policies) Load(ctx context.Context) error {
 	rows, err := e.db.ListEgressPolicies(ctx)
 	if err != nil {
 		return err
@@ -60,7 +101,7 @@ func (e *egressPolicies) load(ctx context.Context) error {
 	return nil
 }
 
-func (e *egressPolicies) compileStored(row store.EgressPolicy) *policy.Compiled {
+func (e *Policies) compileStored(row store.EgressPolicy) *policy.Compiled {
 	var spec policy.Spec
 	err := json.Unmarshal([]byte(row.SpecJSON), &spec)
 	var c *policy.Compiled
@@ -75,7 +116,7 @@ func (e *egressPolicies) compileStored(row store.EgressPolicy) *policy.Compiled 
 }
 
 // Prepare installs rec's policy (see the type's doc), then asks the credential side.
-func (e *egressPolicies) Prepare(ctx context.Context, rec store.Sandbox) (sandbox.EgressStart, error) {
+func (e *Policies) Prepare(ctx context.Context, rec store.Sandbox) (sandbox.EgressStart, error) {
 	if err := e.ensure(ctx, rec); err != nil {
 		return sandbox.EgressStart{}, err
 	}
@@ -85,7 +126,7 @@ func (e *egressPolicies) Prepare(ctx context.Context, rec store.Sandbox) (sandbo
 	return e.next.Prepare(ctx, rec)
 }
 
-func (e *egressPolicies) ensure(ctx context.Context, rec store.Sandbox) error {
+func (e *Policies) ensure(ctx context.Context, rec store.Sandbox) error {
 	row, err := e.db.GetEgressPolicy(ctx, rec.ID)
 	switch {
 	case err == nil:
@@ -113,7 +154,7 @@ func (e *egressPolicies) ensure(ctx context.Context, rec store.Sandbox) error {
 }
 
 // store persists c for id and installs it.
-func (e *egressPolicies) store(ctx context.Context, id string, c *policy.Compiled) error {
+func (e *Policies) store(ctx context.Context, id string, c *policy.Compiled) error {
 	js, err := json.Marshal(c.Spec())
 	if err != nil {
 		return err
@@ -127,10 +168,10 @@ func (e *egressPolicies) store(ctx context.Context, id string, c *policy.Compile
 	return e.eg.SetPolicy(id, c)
 }
 
-// egressLookups returns the names a policy may refer to (policy.Validate): the secrets
+// Lookups returns the names a policy may refer to (policy.Validate): the secrets
 // secretExists knows, the operator upstreams and the operator handlers of hutchd's config
-// (--upstream, --egress-handler / egressHandlers).
-func egressLookups(secretExists func(ctx context.Context, name string) bool, upstreams map[string]string, handlers map[string]*webhook.Handler) policy.Lookups {
+// (--upstream, --egress-handler).
+func Lookups(secretExists func(ctx context.Context, name string) bool, upstreams map[string]string, handlers map[string]*webhook.Handler) policy.Lookups {
 	return policy.Lookups{
 		Secret:   func(name string) bool { return secretExists(context.Background(), name) },
 		Upstream: func(name string) bool { _, ok := upstreams[name]; return ok },
@@ -138,9 +179,9 @@ func egressLookups(secretExists func(ctx context.Context, name string) bool, ups
 	}
 }
 
-// validate checks spec against the rules and the daemon's secrets, handlers and upstreams,
-// and compiles it.
-func (e *egressPolicies) validate(spec policy.Spec) (*policy.Compiled, error) {
+// Validate checks spec against the rules and the daemon's secrets, handlers and upstreams
+// (Config.Lookups), and compiles it.
+func (e *Policies) Validate(spec policy.Spec) (*policy.Compiled, error) {
 	if err := policy.Validate(spec, e.lookups); err != nil {
 		return nil, err
 	}
@@ -148,8 +189,8 @@ func (e *egressPolicies) validate(spec policy.Spec) (*policy.Compiled, error) {
 }
 
 // Stage validates spec and keeps it for the sandbox id about to be created.
-func (e *egressPolicies) Stage(_ context.Context, id string, spec policy.Spec) error {
-	c, err := e.validate(spec)
+func (e *Policies) Stage(_ context.Context, id string, spec policy.Spec) error {
+	c, err := e.Validate(spec)
 	if err != nil {
 		return err
 	}
@@ -163,14 +204,14 @@ func (e *egressPolicies) Stage(_ context.Context, id string, spec policy.Spec) e
 }
 
 // Unstage drops a staged spec (the create failed or found an existing sandbox).
-func (e *egressPolicies) Unstage(id string) {
+func (e *Policies) Unstage(id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.pending, id)
 }
 
 // Commit stores a staged spec once the sandbox exists (when its start has not done so).
-func (e *egressPolicies) Commit(ctx context.Context, id string) error {
+func (e *Policies) Commit(ctx context.Context, id string) error {
 	e.mu.Lock()
 	c, ok := e.pending[id]
 	e.mu.Unlock()
@@ -181,7 +222,7 @@ func (e *egressPolicies) Commit(ctx context.Context, id string) error {
 }
 
 // Get returns id's policy (the zero Spec, allow-all, when it has none). The sandbox must exist.
-func (e *egressPolicies) Get(ctx context.Context, id string) (policy.Spec, error) {
+func (e *Policies) Get(ctx context.Context, id string) (policy.Spec, error) {
 	if _, err := e.db.Get(ctx, id); err != nil {
 		return policy.Spec{}, err
 	}
@@ -200,11 +241,11 @@ func (e *egressPolicies) Get(ctx context.Context, id string) (policy.Spec, error
 }
 
 // Set validates spec, stores it and applies it live. The sandbox must exist.
-func (e *egressPolicies) Set(ctx context.Context, id string, spec policy.Spec) (policy.Spec, error) {
+func (e *Policies) Set(ctx context.Context, id string, spec policy.Spec) (policy.Spec, error) {
 	if _, err := e.db.Get(ctx, id); err != nil {
 		return policy.Spec{}, err
 	}
-	c, err := e.validate(spec)
+	c, err := e.Validate(spec)
 	if err != nil {
 		return policy.Spec{}, err
 	}
@@ -216,18 +257,18 @@ func (e *egressPolicies) Set(ctx context.Context, id string, spec policy.Spec) (
 
 // Forget drops a destroyed sandbox's live policy and its audit log (the row went with the
 // sandbox).
-func (e *egressPolicies) Forget(_ context.Context, id string) {
+func (e *Policies) Forget(_ context.Context, id string) {
 	e.Unstage(id)
 	e.eg.DeletePolicy(id)
 	e.audit.Remove(id)
 }
 
 // Events returns id's audit events after since.
-func (e *egressPolicies) Events(id string, since uint64, max int) ([]audit.Event, error) {
+func (e *Policies) Events(id string, since uint64, max int) ([]audit.Event, error) {
 	return e.audit.Read(id, since, max)
 }
 
 // Subscribe follows id's audit events.
-func (e *egressPolicies) Subscribe(id string) (<-chan audit.Event, func()) {
+func (e *Policies) Subscribe(id string) (<-chan audit.Event, func()) {
 	return e.audit.Subscribe(id)
 }
