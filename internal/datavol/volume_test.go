@@ -17,14 +17,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // requirePrivileged skips t unless it runs as root with loop devices and e2fsprogs.
 func requirePrivileged(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: attaches loop devices and mounts")
-	}
+	testutil.RequiresRoot(t, "attaches loop devices and mounts")
 	for _, tool := range []string{"mkfs.ext4", "e2fsck", "resize2fs"} {
 		if _, err := lookPath(tool); err != nil {
 			t.Skipf("needs %s (e2fsprogs)", tool)

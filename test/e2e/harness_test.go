@@ -17,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/daemontest"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Names and addresses of the test daemon, distinct from a hutchd the README may have started.
@@ -50,9 +51,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	skipReason = testutil.MainRequiresRoot("runc, mounts, network namespaces")
 	switch {
-	case os.Geteuid() != 0:
-		skipReason = "needs root (runc, mounts, network namespaces)"
+	case skipReason != "":
 	case !have("runc"):
 		skipReason = "runc is not installed (apt-get install runc)"
 	case !have("debootstrap"):

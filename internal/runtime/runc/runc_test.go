@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // env is one test's runtime, image and overlay scratch space.
@@ -36,9 +37,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containers")
-	}
+	testutil.RequiresRoot(t, "run containers")
 	if _, err := exec.LookPath("runc"); err != nil {
 		t.Skip("runc not installed")
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // env is one test's runtime, image and overlay scratch space.
@@ -39,9 +40,7 @@ func newEnv(t *testing.T) *env { t.Helper(); return newEnvNet(t, "") }
 // newEnvNet is newEnv with runsc's --network set to network ("" for the default).
 func newEnvNet(t *testing.T, network string) *env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containers")
-	}
+	testutil.RequiresRoot(t, "run containers")
 	if _, err := exec.LookPath("runsc"); err != nil {
 		t.Skip("runsc not installed (apt-get install runsc)")
 	}
