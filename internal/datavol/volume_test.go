@@ -93,14 +93,9 @@ func (e *testEnv) loops() []string {
 // waitLoopsGone waits for autoclear to detach the test's loop devices, which the kernel does
 // asynchronously after the last unmount, and returns those still attached after 10 s.
 func (e *testEnv) waitLoopsGone() []string {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := e.loops()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var left []string
+	testutil.Poll(e.t, 20*time.Millisecond, 10*time.Second, func() bool { left = e.loops(); return len(left) == 0 })
+	return left
 }
 
 func (e *testEnv) config(name string, size int64) Config {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestCodeEscapesDieWithContext: processes a context started that left its session (setsid)
@@ -25,22 +26,14 @@ func TestCodeEscapesDieWithContext(t *testing.T) {
 	exit := map[string]string{client.LanguagePython: "import os\nos._exit(1)", client.LanguageJavaScript: "process.exit(1)"}
 	waitGone := func(pattern string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for strings.Contains(processes(t, sb), pattern) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%q still running:\n%s", pattern, processes(t, sb))
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !testutil.Poll(t, 200*time.Millisecond, 30*time.Second, func() bool { return !strings.Contains(processes(t, sb), pattern) }) {
+			t.Fatalf("%q still running:\n%s", pattern, processes(t, sb))
 		}
 	}
 	waitThere := func(pattern string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(processes(t, sb), pattern) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%q did not start:\n%s", pattern, processes(t, sb))
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !testutil.Poll(t, 100*time.Millisecond, 30*time.Second, func() bool { return strings.Contains(processes(t, sb), pattern) }) {
+			t.Fatalf("%q did not start:\n%s", pattern, processes(t, sb))
 		}
 	}
 	for i, lang := range []string{client.LanguagePython, client.LanguageJavaScript} {
