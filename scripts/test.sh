@@ -53,11 +53,13 @@ for p in "${privileged[@]}"; do [[ $p == ./test/e2e ]] || serial+=("$p"); done
 failed=0
 HUTCH_TEST_UNPRIVILEGED=1 phase unprivileged go test -p 2 -count=1 -timeout 20m "${unprivileged[@]}" "$@" || failed=1
 phase privileged go test -p 1 -count=1 -timeout 30m "${serial[@]}" "$@" || failed=1
-phase e2e go test -p 1 -count=1 -timeout 40m ./test/e2e "$@" || failed=1
+# In e2e, the tests that call parallel(t) (harness_test.go) run three at a time, after all the
+# others: they mostly wait on sandboxes.
+phase e2e go test -p 1 -parallel 3 -count=1 -timeout 40m ./test/e2e "$@" || failed=1
 
 # The core of the end-to-end suite once more with every sandbox on gVisor (hutchd --runtime
 # gvisor): exec, files, processes, preview URLs, terminals, watch, code contexts and egress.
 # The escape suite and TestGVisor ran on gVisor in the pass above.
 gvisor_core='^(TestExecAcceptance|TestFilesThroughHutchd|TestProcessAcceptance|TestPreviewAcceptance|TestTerminal|TestWatch|TestCodePython|TestEgressPolicyAPI|TestEgressFailClosed)$'
-HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@" || failed=1
+HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -parallel 3 -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@" || failed=1
 exit $failed

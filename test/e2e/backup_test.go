@@ -45,6 +45,7 @@ func checkProject(t *testing.T, sb *client.Sandbox, dir string) {
 
 func TestBackupRoundTrip(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-a", &client.SandboxOptions{InstanceType: "basic"})
 	b := sandbox(t, "e2e-bak-b", &client.SandboxOptions{InstanceType: "basic"})
 	mustExec(t, a, projectScript)
@@ -116,6 +117,7 @@ func TestBackupRoundTrip(t *testing.T) {
 
 func TestBackupBadInput(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-bad", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, a, "mkdir -p /workspace/p && echo x > /workspace/p/f")
 	for _, c := range []struct {
@@ -245,6 +247,7 @@ func TestBackupKill9(t *testing.T) {
 // A node_modules-sized tree (40,000 small files): logs backup and restore times.
 func TestBackupLargeTree(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	if testing.Short() {
 		t.Skip("large tree: skipped with -short")
 	}

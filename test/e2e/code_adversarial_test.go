@@ -15,6 +15,7 @@ import (
 // change nothing.
 func TestCodeEscapesDieWithContext(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-escape", nil)
 	ctx := ctxT(t, 5*time.Minute)
 	escape := func(lang, secs string) string {
@@ -65,6 +66,7 @@ func TestCodeEscapesDieWithContext(t *testing.T) {
 // run ends with its own result through hutchd, and the context keeps its state.
 func TestCodeFakeEvents(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-fake", nil)
 	ctx := ctxT(t, 5*time.Minute)
 	cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{})

@@ -20,6 +20,7 @@ import (
 // TestExecAcceptance runs acceptance cases E1–E6 (shared/acceptance/cases.md) through hutchd.
 func TestExecAcceptance(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-exec", nil)
 
 	t.Run("E1 buffered", func(t *testing.T) {

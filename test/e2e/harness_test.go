@@ -129,6 +129,18 @@ func requireEnv(t *testing.T) {
 	}
 }
 
+// parallel lets t run beside the suite's other parallel tests. Only a test that uses
+// sandboxes of its own, never stops, restarts or reconfigures the shared hutchd, reads no
+// host-wide count (file descriptors, runc containers, loop devices, network namespaces, the
+// host's free space, hutchd's log size) and is not CPU-sensitive calls it. Go runs the parallel
+// tests after every other one has ended, so the containment, memory-guard and restart tests
+// still have the daemon and the CPUs alone. Most of an end-to-end test's time is spent waiting
+// on sandboxes, not computing, which is what running them side by side saves.
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // skipOnGVisor skips t when the suite's default runtime is gvisor (HUTCH_TEST_RUNTIME=gvisor),
 // with why the test cannot apply there. Tests that choose their runtime themselves (the escape
 // and containment suites, TestGVisor) never need it.

@@ -68,6 +68,7 @@ func hostListener(t *testing.T) (port int, hits *atomic.Int64) {
 // and the agent socket.
 func TestIsolation(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-iso-a", &client.SandboxOptions{InstanceType: "lite"})
 	infoA, err := a.Info(ctxT(t, time.Minute))
 	if err != nil {
