@@ -1,28 +1,65 @@
 #!/usr/bin/env bash
 # The second README command: set up the host and run the whole test suite (unit, privileged and
 # end-to-end tests on real runc, runsc, namespaces and images), then a core end-to-end subset
-# with gVisor as the default runtime. Packages run one at a time because the
-# privileged ones share the host's kernel state (nftables, mounts, cgroups).
+# with gVisor as the default runtime. Packages that need no root run two at a time; the ones
+# in scripts/privileged-packages run one at a time, after them and alone, because they share
+# the host's kernel state (nftables, mounts, cgroups) and the gVisor memory-guard and
+# containment tests are CPU-sensitive. Arguments go to every go test run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The end-to-end suite builds its binaries with cgo off (hutch-init must be static); vet and
+# the tests build the same way, so every phase reuses one build cache instead of compiling the
+# dependency tree twice. Nothing in the module uses cgo.
+export CGO_ENABLED=0
 
-# phase NAME CMD...: runs CMD and prints how long it took, so a slow CI run shows where.
+summary=()
+# phase NAME CMD...: runs CMD and prints how long it took, so a slow CI run shows where; the
+# table at the end repeats every phase's time.
 phase() {
   local name=$1 start=$SECONDS rc=0
   shift
   echo "test.sh: phase $name started at $(date -u +%H:%M:%S)"
   "$@" || rc=$?
   echo "test.sh: phase $name took $((SECONDS - start)) s (rc $rc)"
+  summary+=("$(printf '%-14s %6d s   rc %d' "$name" $((SECONDS - start)) "$rc")")
   return $rc
 }
+
+print_summary() {
+  local rc=$?
+  echo "test.sh: phase times"
+  local line
+  for line in "${summary[@]}"; do echo "  $line"; done
+  printf '  %-14s %6d s   rc %d\n' total "$SECONDS" "$rc"
+}
+trap print_summary EXIT
 
 phase host-setup bash scripts/host-setup.sh
 phase vet go vet ./...
 phase console bash scripts/build-console.sh --test
-phase packages go test -p 1 -count=1 -timeout 60m ./... "$@"
+
+# Every package is in exactly one of the two sets; e2e is the last of the privileged ones and
+# runs in a phase of its own.
+mapfile -t privileged < <(grep -v '^\s*\(#\|$\)' scripts/privileged-packages)
+mapfile -t unprivileged < <(go list -f '{{if or .TestGoFiles .XTestGoFiles}}./{{.ImportPath}}{{end}}' ./... |
+  sed "s#^\./$(go list -m)#.#" | grep -vxF -f <(printf '%s\n' "${privileged[@]}"))
+serial=()
+for p in "${privileged[@]}"; do [[ $p == ./test/e2e ]] || serial+=("$p"); done
+
+# HUTCH_TEST_UNPRIVILEGED=1 makes testutil.RequiresRoot fail instead of run: a package that
+# needs root but is missing from scripts/privileged-packages fails here.
+# The test phases all run even when one fails, as one go test over every package did; the
+# script fails at the end then.
+failed=0
+HUTCH_TEST_UNPRIVILEGED=1 phase unprivileged go test -p 2 -count=1 -timeout 20m "${unprivileged[@]}" "$@" || failed=1
+phase privileged go test -p 1 -count=1 -timeout 30m "${serial[@]}" "$@" || failed=1
+# In e2e, the tests that call parallel(t) (harness_test.go) run three at a time, after all the
+# others: they mostly wait on sandboxes.
+phase e2e go test -p 1 -parallel 3 -count=1 -timeout 40m ./test/e2e "$@" || failed=1
 
 # The core of the end-to-end suite once more with every sandbox on gVisor (hutchd --runtime
 # gvisor): exec, files, processes, preview URLs, terminals, watch, code contexts and egress.
 # The escape suite and TestGVisor ran on gVisor in the pass above.
 gvisor_core='^(TestExecAcceptance|TestFilesThroughHutchd|TestProcessAcceptance|TestPreviewAcceptance|TestTerminal|TestWatch|TestCodePython|TestEgressPolicyAPI|TestEgressFailClosed)$'
-HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@"
+HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -parallel 3 -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@" || failed=1
+exit $failed

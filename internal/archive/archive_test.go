@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // node is what a tree comparison sees of one entry.
@@ -346,9 +347,7 @@ func TestWriteErrors(t *testing.T) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount tmpfs and overlayfs")
-	}
+	testutil.RequiresRoot(t, "mount tmpfs and overlayfs")
 }
 
 func mount(t *testing.T, fstype, src, target, opts string) {

@@ -8,14 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Options.Owner maps the owners the archive records (hutchd shifting a user namespace's host
 // IDs back to in-sandbox IDs); without it owners are recorded as stat reports them.
 func TestOwnerMapping(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (chown to arbitrary IDs)")
-	}
+	testutil.RequiresRoot(t, "chown to arbitrary IDs")
 	src := t.TempDir()
 	f := filepath.Join(src, "f")
 	writeFile(t, f, "x", 0o644)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func localHarness() harness {
@@ -175,9 +176,7 @@ func TestLocalGetSurvivesReplace(t *testing.T) {
 
 // TestLocalDiskFull fills a small tmpfs: Put fails with NO_SPACE and leaves nothing behind.
 func TestLocalDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
+	testutil.RequiresRoot(t, "mount a tmpfs")
 	mnt := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "hutch-blob-test", mnt).CombinedOutput(); err != nil {
 		t.Skipf("cannot mount tmpfs: %v: %s", err, out)

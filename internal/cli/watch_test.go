@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // lockedBuffer is a bytes.Buffer safe for a writer and a concurrent reader.
@@ -67,12 +68,8 @@ func runWatchCLI(t *testing.T, url string, act func(), args ...string) result {
 	env := envOf(map[string]string{"HUTCH_URL": url, "HUTCH_TOKEN": "tok", "HUTCH_STATE_DIR": t.TempDir()})
 	done := make(chan int, 1)
 	go func() { done <- Main(t.Context(), args, strings.NewReader(""), &out, &errb, env) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(errb.String()+out.String(), "watch_") {
-		if time.Now().After(deadline) {
-			t.Fatalf("watch did not start: %q %q", out.String(), errb.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return strings.Contains(errb.String()+out.String(), "watch_") }) {
+		t.Fatalf("watch did not start: %q %q", out.String(), errb.String())
 	}
 	act()
 	select {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -23,19 +24,36 @@ import (
 )
 
 // Build builds ./cmd/<name> (and any other package path given as "name=./path") of the module
-// at root into dir, with cgo off so hutch-init is static.
+// at root into dir, with cgo off so hutch-init is static. The packages whose binary takes their
+// directory's name build in one go command, so they compile and link in parallel.
 func Build(root, dir string, names ...string) error {
+	together := []string{}
 	for _, n := range names {
 		name, pkg, ok := strings.Cut(n, "=")
 		if !ok {
 			pkg = "./cmd/" + name
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
+		if path.Base(pkg) == name {
+			together = append(together, pkg)
+			continue
 		}
+		if err := goBuild(root, filepath.Join(dir, name), pkg); err != nil {
+			return err
+		}
+	}
+	if len(together) == 0 {
+		return nil
+	}
+	// An -o that ends in a slash is a directory: each binary is named after its package.
+	return goBuild(root, dir+string(filepath.Separator), together...)
+}
+
+func goBuild(root, out string, pkgs ...string) error {
+	cmd := exec.Command("go", append([]string{"build", "-o", out}, pkgs...)...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
 	}
 	return nil
 }

@@ -17,14 +17,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // requirePrivileged skips t unless it runs as root with loop devices and e2fsprogs.
 func requirePrivileged(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: attaches loop devices and mounts")
-	}
+	testutil.RequiresRoot(t, "attaches loop devices and mounts")
 	for _, tool := range []string{"mkfs.ext4", "e2fsck", "resize2fs"} {
 		if _, err := lookPath(tool); err != nil {
 			t.Skipf("needs %s (e2fsprogs)", tool)
@@ -94,14 +93,9 @@ func (e *testEnv) loops() []string {
 // waitLoopsGone waits for autoclear to detach the test's loop devices, which the kernel does
 // asynchronously after the last unmount, and returns those still attached after 10 s.
 func (e *testEnv) waitLoopsGone() []string {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := e.loops()
-		if len(left) == 0 || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	var left []string
+	testutil.Poll(e.t, 20*time.Millisecond, 10*time.Second, func() bool { left = e.loops(); return len(left) == 0 })
+	return left
 }
 
 func (e *testEnv) config(name string, size int64) Config {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/testutil"
 	vnetns "github.com/vishvananda/netns"
 )
 
@@ -32,9 +32,7 @@ var testSubnet = netip.MustParsePrefix("10.99.0.0/16")
 
 func requirePrivileges(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, nftables)")
-	}
+	testutil.RequiresRoot(t, "network namespaces, nftables")
 	for _, tool := range []string{"nft", "ip", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("needs %s", tool)

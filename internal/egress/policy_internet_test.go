@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/testutil"
 	mdns "github.com/miekg/dns"
 )
 
@@ -104,15 +105,13 @@ func TestPolicyInternet(t *testing.T) {
 	// A tunnel's event is written when the spliced connection ends, which may be just after
 	// curl has its answer: look again for a while.
 	var sawHTTP, sawTunnel bool
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
 		for _, e := range h.events("") {
 			sawHTTP = sawHTTP || (e.Kind == audit.KindHTTP && e.OrigDst == egresstest.APIIP+":80" && e.Host == "plain.example.test" && e.Status == 200 && e.Decision == "allow")
 			sawTunnel = sawTunnel || (e.Kind == audit.KindConn && e.OrigDst == egresstest.APIIP+":443" && e.Host == "api.example.test" && e.Decision == "tunnel")
 		}
-		if (sawHTTP && sawTunnel) || time.Now().After(deadline) {
-			break
-		}
-	}
+		return sawHTTP && sawTunnel
+	})
 	if !sawHTTP || !sawTunnel {
 		t.Errorf("audit lacks the http (%v) or tunnel (%v) event: %+v", sawHTTP, sawTunnel, h.events(""))
 	}
@@ -304,12 +303,8 @@ func TestPolicyLiveUpdate(t *testing.T) {
 	if _, b, err := ws.Read(ctx); err != nil || string(b) != "echo:hi" {
 		t.Fatalf("ws echo %q %v", b, err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for h.net.OpenStreams() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("download did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(t, 50*time.Millisecond, 20*time.Second, func() bool { return h.net.OpenStreams() >= 1 }) {
+		t.Fatal("download did not start")
 	}
 
 	// Tighten: neither host is allowed any more.
@@ -352,12 +347,8 @@ func TestPolicyLiveUpdate(t *testing.T) {
 	dl2Done := make(chan error, 1)
 	go func() { dl2Done <- dl2.Wait() }()
 	t.Cleanup(func() { dl2.Process.Kill() })
-	deadline = time.Now().Add(20 * time.Second)
-	for h.net.OpenStreams() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("second download did not start (loosening not applied?)")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(t, 50*time.Millisecond, 20*time.Second, func() bool { return h.net.OpenStreams() >= 1 }) {
+		t.Fatal("second download did not start (loosening not applied?)")
 	}
 	h.setPolicy(t, `{"mode":"allowlist","allow":["api.example.test"],"rules":[{"id":"no-stream","hosts":["api.example.test"],"match":{"path":{"prefix":"/stream"}},"action":"deny"}]}`)
 	select {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 var names = []Name{
@@ -84,18 +85,18 @@ func TestClaimDiesWithItsHolder(t *testing.T) {
 	go func() { holder.Wait(); close(done) }()
 	t.Cleanup(func() { holder.Process.Kill(); <-done })
 	// Wait for flock(1) to hold it.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool {
 		c, err := Take(dir, []Name{n})
 		if err != nil {
 			if !errdefs.IsCode(err, errdefs.CodeUnavailable) {
 				t.Fatal(err)
 			}
-			break
+			return true
 		}
 		c.Release()
-		if time.Now().After(deadline) {
-			t.Fatal("flock(1) never held the claim")
-		}
+		return false
+	}) {
+		t.Fatal("flock(1) never held the claim")
 	}
 	holder.Process.Kill()
 	<-done

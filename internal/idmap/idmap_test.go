@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestShift(t *testing.T) {
@@ -52,9 +54,7 @@ func TestShift(t *testing.T) {
 // appears shifted into two different ranges at once, the source keeps its owners, and the
 // copy is read-only when asked.
 func TestMountIDMapped(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (user namespaces with arbitrary mappings, mounts)")
-	}
+	testutil.RequiresRoot(t, "user namespaces with arbitrary mappings, mounts")
 	dir := t.TempDir()
 	src := filepath.Join(dir, "src")
 	if err := os.MkdirAll(src, 0o755); err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestContainerUserNS checks that the namespace a container joins is owned by its range's
@@ -16,9 +18,7 @@ import (
 // range, and that making it leaves every thread of this process root again, also when several
 // are made at once.
 func TestContainerUserNS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (user namespaces with arbitrary mappings)")
-	}
+	testutil.RequiresRoot(t, "user namespaces with arbitrary mappings")
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		t.Skip("needs nsenter to look inside the namespace")

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // clock is a settable clock for the rate limit.
@@ -201,18 +203,14 @@ func TestRunReportsSilentSandbox(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.Run(ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var out string
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool {
 		mu.Lock()
-		out := buf.String()
+		out = buf.String()
 		mu.Unlock()
-		if strings.Contains(out, "sandbox_id=a suppressed=4 ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no summary after 10 s:\n%s", out)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return strings.Contains(out, "sandbox_id=a suppressed=4 ")
+	}) {
+		t.Fatalf("no summary after 10 s:\n%s", out)
 	}
 	cancel()
 	<-done

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestAddrs(t *testing.T) {
@@ -49,9 +50,7 @@ func TestAddrs(t *testing.T) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces, veth)")
-	}
+	testutil.RequiresRoot(t, "network namespaces, veth")
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2's ip")
 	}

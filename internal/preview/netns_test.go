@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // nsDialer dials 127.0.0.1:<port> inside one real network namespace, as the sandbox manager
@@ -80,9 +80,7 @@ func listenIn(t *testing.T, path, addr string) net.Listener {
 // TestProxyThroughNetns runs the proxy against an upstream listening on 127.0.0.1 inside a
 // real network namespace: plain HTTP and a WebSocket.
 func TestProxyThroughNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespaces)")
-	}
+	testutil.RequiresRoot(t, "network namespaces")
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs iproute2's ip")
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // localDialer stands in for the sandbox manager in the pure-logic proxy tests: it dials real
@@ -47,12 +48,8 @@ func (d *localDialer) Hold(id string) func() {
 // waitHeld waits (bounded) until the dialer's open holds are want.
 func (d *localDialer) waitHeld(t *testing.T, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for d.held.Load() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("open holds = %d; want %d", d.held.Load(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Poll(t, 5*time.Millisecond, 30*time.Second, func() bool { return d.held.Load() == want }) {
+		t.Fatalf("open holds = %d; want %d", d.held.Load(), want)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // OpenDir resolves inside the root: symlinks the sandbox planted never reach the host.
@@ -77,9 +79,7 @@ func TestOpenDirStaysInRoot(t *testing.T) {
 
 // A directory mount shows lower below a writable upper, and UnmountDir removes it.
 func TestMountDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount overlayfs")
-	}
+	testutil.RequiresRoot(t, "mount overlayfs")
 	dir := t.TempDir()
 	lower, upper, work := filepath.Join(dir, "lower"), filepath.Join(dir, "upper"), filepath.Join(dir, "work")
 	root := filepath.Join(dir, "root")

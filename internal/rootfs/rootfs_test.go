@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestUnescape(t *testing.T) {
@@ -34,9 +36,7 @@ func TestMountRejectsRelativeAndCommaPaths(t *testing.T) {
 }
 
 func TestOverlayMount(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount overlayfs")
-	}
+	testutil.RequiresRoot(t, "mount overlayfs")
 	dir := t.TempDir()
 	lower, upper, work, merged := filepath.Join(dir, "lower"), filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "merged")
 	if err := os.MkdirAll(lower, 0o755); err != nil {
@@ -99,9 +99,7 @@ func TestOverlayMount(t *testing.T) {
 }
 
 func TestUnmountBusyFallsBackToDetach(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount overlayfs")
-	}
+	testutil.RequiresRoot(t, "mount overlayfs")
 	dir := t.TempDir()
 	lower := filepath.Join(dir, "lower")
 	merged := filepath.Join(dir, "merged")

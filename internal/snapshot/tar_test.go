@@ -19,13 +19,12 @@ import (
 
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/rootfs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: whiteouts (mknod), chown and trusted.* xattrs")
-	}
+	testutil.RequiresRoot(t, "whiteouts (mknod), chown and trusted.* xattrs")
 }
 
 func must(t *testing.T, err error) {

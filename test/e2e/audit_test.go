@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // auditLog reads the JSON records of a hutchd's audit.log.
@@ -58,10 +59,11 @@ func TestAuditLifecycleDecisions(t *testing.T) {
 	waitStatus(t, sb, client.StatusSleeping, 2*time.Minute)
 	var recs []map[string]any
 	var slept map[string]any
-	for deadline := time.Now().Add(10 * time.Second); slept == nil && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+	testutil.Poll(t, 100*time.Millisecond, 10*time.Second, func() bool {
 		recs = auditLog(t, d.StateDir)
 		slept = findAudit(recs, skip, "sandbox.slept", sb.ID(), "hutchd")
-	}
+		return slept != nil
+	})
 	if slept == nil || slept["reason"] != "idle for 2s" {
 		t.Fatalf("audit.log has no idle sleep of %s with reason \"idle for 2s\": %v\nrecords: %v", sb.ID(), slept, recs[min(skip, len(recs)):])
 	}

@@ -18,6 +18,7 @@ import (
 // wake, is replaced by a new restore, and is part of the sandbox's snapshots.
 func TestBackupRestoreMount(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	skipOnGVisor(t, "restores are copies there (the gofer does not see host mounts made after the start; docs/ARCHITECTURE.md § gVisor runtime), and this test is about restores as mounts")
 	a := sandbox(t, "e2e-bmnt-a", &client.SandboxOptions{InstanceType: "basic"})
 	mustExec(t, a, projectScript)
@@ -118,6 +119,7 @@ func TestBackupRestoreMount(t *testing.T) {
 // point the mount at the host, or at a directory outside the allowed roots.
 func TestBackupRestoreMountAbuse(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	skipOnGVisor(t, "restores are copies there (the gofer does not see host mounts made after the start; docs/ARCHITECTURE.md § gVisor runtime), and this test is about restores as mounts")
 	a := sandbox(t, "e2e-bmnt-abuse", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, a, "mkdir -p /workspace/p && echo x > /workspace/p/f")
@@ -177,6 +179,7 @@ func TestBackupRestoreMountAbuse(t *testing.T) {
 // symlink to its root while backups run must not get host files into its archives.
 func TestBackupHostReadRace(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-race", &client.SandboxOptions{InstanceType: "basic"})
 	marker := "hutch-e2e-race-marker"
 	if err := os.WriteFile("/"+marker, []byte("host secret"), 0o600); err != nil {
@@ -209,6 +212,7 @@ func TestBackupHostReadRace(t *testing.T) {
 // the allowed roots at the next start, or create directories outside them on a refused restore.
 func TestBackupRestoreMountMoved(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	skipOnGVisor(t, "restores are copies there (the gofer does not see host mounts made after the start; docs/ARCHITECTURE.md § gVisor runtime), and this test is about restores as mounts")
 	a := sandbox(t, "e2e-bmnt-moved", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, a, "mkdir -p /workspace/p && echo x > /workspace/p/f")
@@ -275,6 +279,7 @@ func TestBackupRestoreMountMoved(t *testing.T) {
 // A sparse file is extracted sparse: restoring it does not write its zeros to the data volume.
 func TestBackupSparseFile(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-sparse", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, a, "mkdir -p /workspace/sp && truncate -s 1G /workspace/sp/big && echo end >> /workspace/sp/big")
 	bk, err := a.CreateBackup(ctxT(t, 5*time.Minute), client.BackupOptions{Dir: "/workspace/sp"})

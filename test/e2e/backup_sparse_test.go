@@ -16,6 +16,7 @@ import (
 // at the data offsets, and holes.
 func TestBackupSparseArchiveSize(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-sparse-a", nil)
 	b := sandbox(t, "e2e-bak-sparse-b", nil)
 	const size = 20 << 30

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // projectScript makes /workspace/proj with every kind of entry a backup keeps and nFiles small
@@ -44,6 +45,7 @@ func checkProject(t *testing.T, sb *client.Sandbox, dir string) {
 
 func TestBackupRoundTrip(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-a", &client.SandboxOptions{InstanceType: "basic"})
 	b := sandbox(t, "e2e-bak-b", &client.SandboxOptions{InstanceType: "basic"})
 	mustExec(t, a, projectScript)
@@ -115,6 +117,7 @@ func TestBackupRoundTrip(t *testing.T) {
 
 func TestBackupBadInput(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-bak-bad", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, a, "mkdir -p /workspace/p && echo x > /workspace/p/f")
 	for _, c := range []struct {
@@ -176,18 +179,15 @@ func TestBackupKill9(t *testing.T) {
 		errc <- err
 	}()
 	// Kill once the upload is under way (its temp file exists and grows).
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	if !testutil.Poll(t, 5*time.Millisecond, 2*time.Minute, func() bool {
 		temps, _ := filepath.Glob(filepath.Join(backups, ".tmp-blob-*"))
-		if len(temps) > 0 {
-			if fi, err := os.Stat(temps[0]); err == nil && fi.Size() > 1<<20 {
-				break
-			}
+		if len(temps) == 0 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the backup never started uploading\n%s", d.LogTail())
-		}
-		time.Sleep(5 * time.Millisecond)
+		fi, err := os.Stat(temps[0])
+		return err == nil && fi.Size() > 1<<20
+	}) {
+		t.Fatalf("the backup never started uploading\n%s", d.LogTail())
 	}
 	d.Kill9()
 	if err := <-errc; err == nil {
@@ -208,7 +208,7 @@ func TestBackupKill9(t *testing.T) {
 	}
 	// Within a few GC rounds nothing of the killed backup is left.
 	var left []string
-	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	testutil.Poll(t, 200*time.Millisecond, 15*time.Second, func() bool {
 		left = nil
 		entries, _ := os.ReadDir(backups)
 		for _, e := range entries {
@@ -221,10 +221,8 @@ func TestBackupKill9(t *testing.T) {
 				}
 			}
 		}
-		if len(left) == 0 {
-			break
-		}
-	}
+		return len(left) == 0
+	})
 	if len(left) > 0 {
 		t.Errorf("left in the blob store after restart and GC: %v", left)
 	}
@@ -249,6 +247,7 @@ func TestBackupKill9(t *testing.T) {
 // A node_modules-sized tree (40,000 small files): logs backup and restore times.
 func TestBackupLargeTree(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	if testing.Short() {
 		t.Skip("large tree: skipped with -short")
 	}

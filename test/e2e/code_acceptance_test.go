@@ -14,6 +14,7 @@ import (
 // naming it, is in internal/agent/interp's unit tests: the image has every interpreter.)
 func TestCodeAcceptanceC1(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-c1", &client.SandboxOptions{InstanceType: "lite"})
 	ctx := ctxT(t, 5*time.Minute)
 	js, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: "javascript"})

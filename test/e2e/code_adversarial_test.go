@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestCodeEscapesDieWithContext: processes a context started that left its session (setsid)
@@ -14,6 +15,7 @@ import (
 // change nothing.
 func TestCodeEscapesDieWithContext(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-escape", nil)
 	ctx := ctxT(t, 5*time.Minute)
 	escape := func(lang, secs string) string {
@@ -25,22 +27,14 @@ func TestCodeEscapesDieWithContext(t *testing.T) {
 	exit := map[string]string{client.LanguagePython: "import os\nos._exit(1)", client.LanguageJavaScript: "process.exit(1)"}
 	waitGone := func(pattern string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for strings.Contains(processes(t, sb), pattern) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%q still running:\n%s", pattern, processes(t, sb))
-			}
-			time.Sleep(200 * time.Millisecond)
+		if !testutil.Poll(t, 200*time.Millisecond, 30*time.Second, func() bool { return !strings.Contains(processes(t, sb), pattern) }) {
+			t.Fatalf("%q still running:\n%s", pattern, processes(t, sb))
 		}
 	}
 	waitThere := func(pattern string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !strings.Contains(processes(t, sb), pattern) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%q did not start:\n%s", pattern, processes(t, sb))
-			}
-			time.Sleep(100 * time.Millisecond)
+		if !testutil.Poll(t, 100*time.Millisecond, 30*time.Second, func() bool { return strings.Contains(processes(t, sb), pattern) }) {
+			t.Fatalf("%q did not start:\n%s", pattern, processes(t, sb))
 		}
 	}
 	for i, lang := range []string{client.LanguagePython, client.LanguageJavaScript} {
@@ -72,6 +66,7 @@ func TestCodeEscapesDieWithContext(t *testing.T) {
 // run ends with its own result through hutchd, and the context keeps its state.
 func TestCodeFakeEvents(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-fake", nil)
 	ctx := ctxT(t, 5*time.Minute)
 	cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // The code interpreter tests' shared steps (Python, JavaScript and the adversarial cases).
@@ -140,17 +141,16 @@ func checkCyclesLeaveNoProcess(t *testing.T, sb *client.Sandbox, lang, comm, spa
 	if err != nil || len(list) != 0 {
 		t.Fatalf("contexts left: %+v, %v", list, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := commCount(t, sb, comm)
-		ps := processes(t, sb)
-		sleeps := strings.Count(ps, "sleep 600")
-		if n <= 1 && sleeps == 0 { // the pool keeps one idle interpreter
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %s processes and %d sleeps left:\n%s", n, comm, sleeps, ps)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var (
+		n, sleeps int
+		ps        string
+	)
+	if !testutil.Poll(t, 200*time.Millisecond, 30*time.Second, func() bool {
+		n = commCount(t, sb, comm)
+		ps = processes(t, sb)
+		sleeps = strings.Count(ps, "sleep 600")
+		return n <= 1 && sleeps == 0 // the pool keeps one idle interpreter
+	}) {
+		t.Fatalf("%d %s processes and %d sleeps left:\n%s", n, comm, sleeps, ps)
 	}
 }

@@ -12,6 +12,7 @@ import (
 // through hutchd, on the image's node.
 func TestCodeJS(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-js", nil)
 	ctx := ctxT(t, 10*time.Minute)
 	cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguageJavaScript, EnvVars: map[string]string{"HUTCH_CODE": "js"}})
@@ -118,6 +119,7 @@ func TestCodeJS(t *testing.T) {
 // and checks that no node process is left behind (beyond the pool's pre-started kernel).
 func TestCodeJSLifecycleLeavesNoProcess(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-js-cycles", nil)
 	checkCyclesLeaveNoProcess(t, sb, client.LanguageJavaScript, "node", "require('child_process').spawn('sleep', ['600'], {stdio: 'ignore'})")
 }

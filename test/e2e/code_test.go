@@ -18,6 +18,7 @@ import (
 // TestCodePython runs the Python requirements of the code interpreter issue through hutchd.
 func TestCodePython(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-py", nil)
 	ctx := ctxT(t, 10*time.Minute)
 	cc, err := sb.CreateCodeContext(ctx, client.CodeContextOptions{Language: client.LanguagePython, EnvVars: map[string]string{"HUTCH_CODE": "yes"}})
@@ -224,6 +225,7 @@ func TestCodePython(t *testing.T) {
 // child process too: deleting the context kills the interpreter's tree.
 func TestCodeLifecycleLeavesNoProcess(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-code-cycles", nil)
 	checkCyclesLeaveNoProcess(t, sb, client.LanguagePython, "python3", "import subprocess\np = subprocess.Popen(['sleep', '600'])")
 }

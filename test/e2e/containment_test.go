@@ -22,9 +22,9 @@ type containmentAttack struct {
 	// instanceType, when set, runs the attack in a sandbox of its own of that type;
 	// gvisorInstanceType does on gVisor.
 	instanceType, gvisorInstanceType string
-	// cmd runs in a with timeout (gvisorTimeout on gVisor when set); the attack lasts until it
-	// ends.
-	cmd                    string
+	// cmd runs in a with timeout (gvisorCmd and gvisorTimeout on gVisor when set); the attack
+	// lasts until it ends.
+	cmd, gvisorCmd         string
 	timeout, gvisorTimeout time.Duration
 	// before prepares (optional); check judges the attack's result (err is the Exec error).
 	before func(t *testing.T, a *client.Sandbox)
@@ -83,11 +83,14 @@ while True:
 		// agent from answering for 14 minutes): the guard's starved cause kills their group
 		// (runsc/starve.go). On runc the agent answers throughout and ends the command at its
 		// timeout.
-		// They start spinning together, after 45 s (a fifo opened read-write never has data):
-		// forked one by one, each slows the next fork, and the agent starves later.
+		// They start spinning together (a fifo opened read-write never has data), after 45 s on
+		// gVisor: forked one by one, each slows the next fork, and the agent starves later. On
+		// runc the 200 forks take a few seconds; they start after 10 s and spin for 15 s, as
+		// long as on gVisor before its timeout.
 		name:          "many busy processes",
-		cmd:           `rm -f /tmp/busy; mkfifo /tmp/busy; bash -c 'for i in $(seq 200); do (exec 9<>/tmp/busy; read -t 45 -u 9; while :; do :; done) & done; wait' busyloop`,
-		timeout:       time.Minute,
+		cmd:           busyLoops(10),
+		gvisorCmd:     busyLoops(45),
+		timeout:       25 * time.Second,
 		gvisorTimeout: 150 * time.Second,
 		before: func(t *testing.T, a *client.Sandbox) {
 			auditBefore = len(auditLog(t, d.StateDir))
@@ -236,6 +239,11 @@ except OSError as e:
 	},
 }
 
+// busyLoops is the command of 200 processes that spin together after the given seconds.
+func busyLoops(after int) string {
+	return fmt.Sprintf(`rm -f /tmp/busy; mkfifo /tmp/busy; bash -c 'for i in $(seq 200); do (exec 9<>/tmp/busy; read -t %d -u 9; while :; do :; done) & done; wait' busyloop`, after)
+}
+
 // guardKilled reports whether an exec ended by SIGKILL with a reason of gVisor's memory guard
 // (runsc/guard.go): oom-killed (memory), process-limit or cpu-starved.
 func guardKilled(res *client.ExecResult, err error) bool {
@@ -334,7 +342,11 @@ func TestContainment(t *testing.T) {
 						if rt == "gvisor" && at.gvisorTimeout > 0 {
 							timeout = at.gvisorTimeout
 						}
-						res, err = a.Exec(ctxT(t, timeout+4*time.Minute), at.cmd, &client.ExecOptions{Timeout: timeout})
+						cmd := at.cmd
+						if rt == "gvisor" && at.gvisorCmd != "" {
+							cmd = at.gvisorCmd
+						}
+						res, err = a.Exec(ctxT(t, timeout+4*time.Minute), cmd, &client.ExecOptions{Timeout: timeout})
 					}()
 					// Let the attack take hold, then check that everything else answers.
 					time.Sleep(3 * time.Second)

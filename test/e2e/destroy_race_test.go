@@ -19,6 +19,7 @@ import (
 // agent request used to come back as INTERNAL_ERROR "context canceled").
 func TestOperationsRacingDestroy(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	ops := map[string]func(ctx context.Context, sb *client.Sandbox, i int) error{
 		"exec": func(ctx context.Context, sb *client.Sandbox, i int) error {
 			_, err := sb.Exec(ctx, "sleep 0.$((RANDOM % 5)); echo hi", nil)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // liteDiskBytes is the lite instance type's disk size (internal/sandbox/instance.go).
@@ -34,16 +35,9 @@ func loopsFor(part string) []string {
 // waitNoLoops waits up to 10 s for autoclear to detach the loop devices of part.
 func waitNoLoops(t *testing.T, part string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := loopsFor(part)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("loop devices still attached to %s: %v", part, left)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var left []string
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool { left = loopsFor(part); return len(left) == 0 }) {
+		t.Fatalf("loop devices still attached to %s: %v", part, left)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/daemontest"
 	"github.com/hutchdev/hutch/internal/egress/egresstest"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // policyDaemon starts the egress policy tests' own hutchd (egress_harness_test.go).
@@ -136,12 +137,8 @@ func TestEgressPolicyAPI(t *testing.T) {
 		res, err := sb.Exec(dctx, "curl -sS -o /dev/null http://api.example.test/stream?ms=50", nil)
 		done <- result{res, err}
 	}()
-	deadline := time.Now().Add(60 * time.Second)
-	for inet.OpenStreams() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("download did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testutil.Poll(t, 50*time.Millisecond, time.Minute, func() bool { return inet.OpenStreams() >= 1 }) {
+		t.Fatal("download did not start")
 	}
 	p, err := sb.PatchEgress(ctx, map[string]any{"allow": []string{"git.example.test"}})
 	if err != nil || len(p.Allow) != 1 || p.Allow[0] != "git.example.test" || p.Mode != "allowlist" {

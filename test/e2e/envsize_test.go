@@ -17,6 +17,7 @@ import (
 // every API of a running sandbox that takes an env; a value at the limit works.
 func TestEnvOverKernelLimit(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	atLimit := strings.Repeat("v", envlimit.MaxEntry-len("BIG=")-1)
 	over := map[string]string{"BIG": strings.Repeat("v", 200<<10)}
 	wantInvalid := func(t *testing.T, what string, err error) {

@@ -556,6 +556,7 @@ type escapeRow struct{ runtime, name, blockedBy, result string }
 // markers of docs/SECURITY.md when given that file (HUTCH_ESCAPE_TABLE=$PWD/docs/SECURITY.md).
 func TestEscape(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	if goruntime.GOARCH != "amd64" {
 		t.Skip("the system call numbers are x86-64's")
 	}

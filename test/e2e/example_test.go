@@ -15,6 +15,7 @@ import (
 // registry through the egress proxy, and npm test (mocha), streamed.
 func TestAgentSessionExample(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	t.Cleanup(func() { d.Client().SandboxHandle("e2e-agent-session-47").Destroy(ctxT(t, time.Minute)) })
 	cmd := exec.CommandContext(ctxT(t, 15*time.Minute), filepath.Join(bins, "agent-session"),
 		"--url", d.URL(), "--token", d.Token, "--sandbox", "e2e-agent-session-47",
@@ -36,6 +37,7 @@ func TestAgentSessionExample(t *testing.T) {
 // TestCLI drives the hutch CLI as a user would.
 func TestCLI(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	t.Cleanup(func() { d.Client().SandboxHandle("e2e-cli").Destroy(ctxT(t, time.Minute)) })
 	hutch := func(stdin string, args ...string) (string, string, int) {
 		cmd := exec.CommandContext(ctxT(t, 5*time.Minute), filepath.Join(bins, "hutch"), args...)
@@ -114,6 +116,7 @@ func TestCLI(t *testing.T) {
 // installed, the page is also rendered headless and its JavaScript must have run.
 func TestDevServerExample(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	t.Cleanup(func() { d.Client().SandboxHandle("e2e-dev-server").Destroy(ctxT(t, time.Minute)) })
 	args := []string{"--url", d.URL(), "--token", d.Token, "--sandbox", "e2e-dev-server"}
 	if b, err := exec.LookPath("chromium"); err == nil {

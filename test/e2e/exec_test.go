@@ -14,11 +14,13 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestExecAcceptance runs acceptance cases E1–E6 (shared/acceptance/cases.md) through hutchd.
 func TestExecAcceptance(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-exec", nil)
 
 	t.Run("E1 buffered", func(t *testing.T) {
@@ -177,16 +179,9 @@ func assertNoProcess(t *testing.T, sb *client.Sandbox, pattern string) {
 
 func assertNoProcessEventually(t *testing.T, sb *client.Sandbox, pattern string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ps := processes(t, sb)
-		if !strings.Contains(ps, pattern) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%q still running:\n%s", pattern, ps)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var ps string
+	if !testutil.Poll(t, 200*time.Millisecond, 10*time.Second, func() bool { ps = processes(t, sb); return !strings.Contains(ps, pattern) }) {
+		t.Fatalf("%q still running:\n%s", pattern, ps)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 // TestFilesThroughHutchd exercises the file API end to end, including a large streamed file.
 func TestFilesThroughHutchd(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-files", &client.SandboxOptions{InstanceType: "lite"})
 	ctx := ctxT(t, 5*time.Minute)
 
@@ -117,6 +118,7 @@ func TestStopStartKeepsDisk(t *testing.T) {
 // TestImagesShared: sandboxes share one content-addressed image and each has its own disk.
 func TestImagesShared(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-img-a", &client.SandboxOptions{InstanceType: "lite"})
 	b := sandbox(t, "e2e-img-b", &client.SandboxOptions{InstanceType: "lite"})
 	ia, err := a.Info(ctxT(t, time.Minute))
@@ -143,6 +145,7 @@ func TestImagesShared(t *testing.T) {
 // TestGitCheckoutErrors: git failures come back as typed errors through hutchd.
 func TestGitCheckoutErrors(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-git", &client.SandboxOptions{InstanceType: "lite"})
 	ctx := ctxT(t, 2*time.Minute)
 	// A local bare repository inside the sandbox.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/internal/daemontest"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Names and addresses of the test daemon, distinct from a hutchd the README may have started.
@@ -50,9 +51,9 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
+	skipReason = testutil.MainRequiresRoot("runc, mounts, network namespaces")
 	switch {
-	case os.Geteuid() != 0:
-		skipReason = "needs root (runc, mounts, network namespaces)"
+	case skipReason != "":
 	case !have("runc"):
 		skipReason = "runc is not installed (apt-get install runc)"
 	case !have("debootstrap"):
@@ -126,6 +127,18 @@ func requireEnv(t *testing.T) {
 	if skipReason != "" {
 		t.Skip(skipReason)
 	}
+}
+
+// parallel lets t run beside the suite's other parallel tests. Only a test that uses
+// sandboxes of its own, never stops, restarts or reconfigures the shared hutchd, reads no
+// host-wide count (file descriptors, runc containers, loop devices, network namespaces, the
+// host's free space, hutchd's log size) and is not CPU-sensitive calls it. Go runs the parallel
+// tests after every other one has ended, so the containment, memory-guard and restart tests
+// still have the daemon and the CPUs alone. Most of an end-to-end test's time is spent waiting
+// on sandboxes, not computing, which is what running them side by side saves.
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
 }
 
 // skipOnGVisor skips t when the suite's default runtime is gvisor (HUTCH_TEST_RUNTIME=gvisor),

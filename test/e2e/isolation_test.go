@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // probe is a python3 snippet run inside a sandbox: it tries a TCP connect and prints OPEN, or
@@ -67,6 +68,7 @@ func hostListener(t *testing.T) (port int, hits *atomic.Int64) {
 // and the agent socket.
 func TestIsolation(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	a := sandbox(t, "e2e-iso-a", &client.SandboxOptions{InstanceType: "lite"})
 	infoA, err := a.Info(ctxT(t, time.Minute))
 	if err != nil {
@@ -184,12 +186,7 @@ func mustAtoi(s string) int {
 
 func waitListening(t *testing.T, sb *client.Sandbox, port int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if strings.HasPrefix(probe(t, sb, "127.0.0.1", port), "OPEN") {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testutil.Poll(t, 200*time.Millisecond, 20*time.Second, func() bool { return strings.HasPrefix(probe(t, sb, "127.0.0.1", port), "OPEN") }) {
+		t.Fatalf("nothing listens on %d in %s", port, sb.ID())
 	}
-	t.Fatalf("nothing listens on %d in %s", port, sb.ID())
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Sleep and wake, end to end (issue 4): acceptance cases L1 and L2 with a short sleepAfter,
@@ -27,20 +28,21 @@ import (
 // record and when the status was first seen.
 func waitStatus(t *testing.T, sb *client.Sandbox, want client.SandboxStatus, bound time.Duration) (*client.SandboxInfo, time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(bound)
-	for {
-		info, err := sb.Info(ctxT(t, time.Minute))
-		if err != nil {
+	var (
+		info *client.SandboxInfo
+		seen time.Time
+	)
+	if !testutil.Poll(t, 100*time.Millisecond, bound, func() bool {
+		var err error
+		if info, err = sb.Info(ctxT(t, time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if info.Status == want {
-			return info, time.Now()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s: status %s after %s; want %s\nhutchd log:\n%s", sb.ID(), info.Status, bound, want, d.LogTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+		seen = time.Now()
+		return info.Status == want
+	}) {
+		t.Fatalf("sandbox %s: status %s after %s; want %s\nhutchd log:\n%s", sb.ID(), info.Status, bound, want, d.LogTail())
 	}
+	return info, seen
 }
 
 // assertAsleep checks that nothing of a sleeping sandbox runs: no container, network namespace

@@ -16,6 +16,7 @@ import (
 // the bound itself is relayed.
 func TestTerminalFrameLimit(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sandbox(t, "e2e-term-limit", nil)
 	ctx := ctxT(t, 3*time.Minute)
 	url := strings.Replace(d.URL(), "http://", "ws://", 1) + "/v1/sandboxes/e2e-term-limit/terminals/big?cols=80&rows=24"

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // tmuxSocket is the tmux server of these tests (tmux -L), apart from any other.
@@ -24,17 +26,14 @@ func tmux(t *testing.T, args ...string) string {
 // waitPane waits until tmux session's pane shows want; it returns the pane.
 func waitPane(t *testing.T, session, want string) string {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		pane := tmux(t, "capture-pane", "-p", "-J", "-t", session)
-		if strings.Contains(pane, want) {
-			return pane
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pane of %s never showed %q:\n%s\nhutchd log:\n%s", session, want, pane, d.LogTail())
-		}
-		time.Sleep(100 * time.Millisecond)
+	var pane string
+	if !testutil.Poll(t, 100*time.Millisecond, 2*time.Minute, func() bool {
+		pane = tmux(t, "capture-pane", "-p", "-J", "-t", session)
+		return strings.Contains(pane, want)
+	}) {
+		t.Fatalf("pane of %s never showed %q:\n%s\nhutchd log:\n%s", session, want, pane, d.LogTail())
 	}
+	return pane
 }
 
 // TestShellTmux drives `hutch shell` in a real terminal (tmux): type a command and see its

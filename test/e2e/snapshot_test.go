@@ -43,6 +43,7 @@ const diskWant = "hello snapshot\n640 1234:5678 2\na.txt\nsame-inode\n2750 1234:
 
 func TestSnapshotRoundTrip(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	src := sandbox(t, "e2e-snap-src", &client.SandboxOptions{InstanceType: "basic", EnvVars: map[string]string{"SNAP_VAR": "v1"}})
 	// The image really has what the script deletes.
 	mustExec(t, src, "test -f /etc/motd && test -d /usr/share/doc/bash && test -f /etc/skel/.bashrc")
@@ -148,6 +149,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 
 func TestSnapshotForks(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	base := sandbox(t, "e2e-snap-fork", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, base, "mkdir -p /workspace/w && echo base > /workspace/w/base.txt && head -c 8388608 /dev/urandom > /workspace/w/blob")
 	ids := []string{"e2e-snap-fork-fork-1", "e2e-snap-fork-fork-2", "e2e-snap-fork-fork-3", "e2e-snap-fork-fork-4"}
@@ -201,6 +203,7 @@ func TestSnapshotForks(t *testing.T) {
 
 func TestSnapshotRestore(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-snap-restore", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, sb, "echo v1 > /workspace/f && rm /etc/motd")
 	snap, err := sb.Snapshot(ctxT(t, 5*time.Minute))

@@ -99,6 +99,7 @@ func openTerminal(t *testing.T, sb *client.Sandbox, id string, opts client.Termi
 
 func TestTerminal(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sb := sandbox(t, "e2e-term", nil)
 	ctx := ctxT(t, 10*time.Minute)
 	term, r := openTerminal(t, sb, "t1", client.TerminalOptions{Cols: 80, Rows: 24})
@@ -217,6 +218,7 @@ func TestTerminal(t *testing.T) {
 // subprotocol, a malformed control frame, and the refusals (token, origin, unknown sandbox).
 func TestTerminalRawProtocol(t *testing.T) {
 	requireEnv(t)
+	parallel(t)
 	sandbox(t, "e2e-term-raw", nil)
 	ctx := ctxT(t, 5*time.Minute)
 	base := strings.Replace(d.URL(), "http://", "ws://", 1) + "/v1/sandboxes/"

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // buildInit builds cmd/hutch-init statically into dir.
@@ -37,9 +39,7 @@ func buildInit(t *testing.T, dir string) string {
 // TestPID1ReapsOrphans runs hutch-init as PID 1 of a new PID namespace and checks that
 // orphaned children never stay zombies, and that SIGTERM to PID 1 shuts the agent down.
 func TestPID1ReapsOrphans(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a new PID namespace")
-	}
+	testutil.RequiresRoot(t, "a new PID namespace")
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("unshare (util-linux) not installed")

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/testutil"
 	mdns "github.com/miekg/dns"
 )
 
@@ -118,9 +119,7 @@ type APIRequest struct {
 // root or when ip, nft or git is missing.
 func NewInternet(t testing.TB, cfg InternetConfig) *Internet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("fake internet needs root (network namespaces)")
-	}
+	testutil.RequiresRoot(t, "fake internet: network namespaces")
 	for _, tool := range []string{"ip", "nft", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("fake internet needs %s", tool)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestInternet(t *testing.T) {
@@ -127,22 +129,21 @@ func TestInternet(t *testing.T) {
 	}
 	uc.Write([]byte("quic-ish"))
 	uc.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		hits := n.SinkHits()
-		var plain, sec, udp bool
+	var (
+		hits            []SinkHit
+		plain, sec, udp bool
+	)
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
+		hits = n.SinkHits()
+		plain, sec, udp = false, false, false
 		for _, h := range hits {
 			plain = plain || (h.Port == 8443 && strings.Contains(string(h.Data), "/leak?x=1"))
 			sec = sec || (h.Port == 443 && h.SNI == "evil.example.test" && strings.Contains(string(h.Data), "/tls-leak"))
 			udp = udp || (h.Proto == "udp" && string(h.Data) == "quic-ish")
 		}
-		if plain && sec && udp {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sink hits incomplete (plain=%v tls=%v udp=%v): %+v", plain, sec, udp, hits)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return plain && sec && udp
+	}) {
+		t.Fatalf("sink hits incomplete (plain=%v tls=%v udp=%v): %+v", plain, sec, udp, hits)
 	}
 
 	// git smart-HTTP needs the token.

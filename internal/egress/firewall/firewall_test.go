@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func testConfig() Config {
@@ -49,9 +50,7 @@ func TestRulesetShape(t *testing.T) {
 }
 
 func TestApplyRemove(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (nftables)")
-	}
+	testutil.RequiresRoot(t, "nftables")
 	if _, err := exec.LookPath("nft"); err != nil {
 		t.Skip("needs the nft CLI")
 	}

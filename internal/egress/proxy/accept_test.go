@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/egress/blocked"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // failFirst is a listener whose first Accepts fail with errs, as accept(2) does when hutchd
@@ -145,11 +146,7 @@ func TestAcceptSurvivesRealEMFILE(t *testing.T) {
 		t.Fatalf("dial with the last descriptor: %v", err)
 	}
 	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(logs.String(), "too many open files") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !strings.Contains(logs.String(), "too many open files") {
+	if !testutil.Poll(t, 10*time.Millisecond, 5*time.Second, func() bool { return strings.Contains(logs.String(), "too many open files") }) {
 		t.Fatalf("accept never failed with EMFILE; log:\n%s", logs.String())
 	}
 	release()

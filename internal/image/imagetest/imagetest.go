@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/image"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // DefaultDir is the shared cache used when HUTCH_TEST_IMAGES is unset.
@@ -34,9 +35,7 @@ func Dir() string {
 // output goes to the test log only when the build fails (in the error) or with -v.
 func Default(t testing.TB) image.Image {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to build or use the default image")
-	}
+	testutil.RequiresRoot(t, "build or use the default image")
 	store := image.NewStore(Dir(), slog.New(slog.DiscardHandler))
 	if img, err := store.Get(store.Default().ID()); err == nil {
 		return img

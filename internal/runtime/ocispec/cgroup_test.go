@@ -12,15 +12,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestSweepStrayCgroups: on the host's real cgroup hierarchies, the children of the parent that
 // keep does not hold are removed with their own children and the process in one is killed; the
 // kept one, its process and the cgroups of another parent are untouched.
 func TestSweepStrayCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create cgroups")
-	}
+	testutil.RequiresRoot(t, "create cgroups")
 	host, err := ProbeHost()
 	if err != nil {
 		t.Fatal(err)

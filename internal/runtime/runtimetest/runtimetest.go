@@ -21,6 +21,7 @@ import (
 	"github.com/hutchdev/hutch/internal/image/imagetest"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Runtime is what the suite drives: the contract, plus the tests' Exec and the container's
@@ -56,9 +57,7 @@ type Env struct {
 // and the overlays Spec mounted, are removed when the test ends.
 func NewEnv(t *testing.T, h Harness) *Env {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run containers")
-	}
+	testutil.RequiresRoot(t, "run containers")
 	img := imagetest.Default(t)
 	dir := t.TempDir()
 	rt := h.New(t, dir)

@@ -1,0 +1,71 @@
+// Package testutil holds what tests share: the gate for tests that need root, and polling for
+// a condition with a deadline.
+package testutil
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+)
+
+// UnprivilegedEnv, when set to 1, marks a run of the packages that scripts/test.sh runs in
+// parallel. A test that asks for root there fails instead of running or skipping: its package
+// shares the host's kernel state (mounts, namespaces, nftables, cgroups) and belongs in
+// scripts/privileged-packages, which runs one package at a time.
+const UnprivilegedEnv = "HUTCH_TEST_UNPRIVILEGED"
+
+// PrivilegedList is the file, relative to the repository root, that names the packages
+// scripts/test.sh runs one at a time.
+const PrivilegedList = "scripts/privileged-packages"
+
+// RequiresRoot skips t unless it runs as root; why says what the test needs root for. In an
+// unprivileged run (UnprivilegedEnv) it fails t: see UnprivilegedEnv.
+func RequiresRoot(t testing.TB, why string) {
+	t.Helper()
+	switch reason, misplaced := rootGate(why); {
+	case misplaced:
+		t.Fatal(reason)
+	case reason != "":
+		t.Skip(reason)
+	}
+}
+
+// MainRequiresRoot is RequiresRoot for TestMain, which has no t: it returns the reason to skip
+// the package's tests ("" as root), and in an unprivileged run it prints the misplacement and
+// exits with status 2.
+func MainRequiresRoot(why string) string {
+	reason, misplaced := rootGate(why)
+	if misplaced {
+		fmt.Fprintln(os.Stderr, reason)
+		os.Exit(2)
+	}
+	return reason
+}
+
+func rootGate(why string) (reason string, misplaced bool) {
+	if os.Getenv(UnprivilegedEnv) == "1" {
+		return fmt.Sprintf("needs root (%s) but runs with %s=1: list the package in %s", why, UnprivilegedEnv, PrivilegedList), true
+	}
+	if os.Geteuid() != 0 {
+		return "needs root (" + why + ")", false
+	}
+	return "", false
+}
+
+// Poll calls cond every interval until it returns true, and reports whether it did before
+// timeout passed. cond runs at least once, and once more at or after the deadline, so a slow
+// machine that misses every earlier round still gets a last look.
+func Poll(t testing.TB, interval, timeout time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(interval)
+	}
+}
