@@ -19,6 +19,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/openapitest"
 )
 
@@ -226,6 +227,9 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := openapi3filter.ValidateResponse(req.Context(), input); err != nil {
 			fail("%v\nbody: %s", err, clip(body))
 		}
+		if resp.StatusCode >= 300 {
+			checkEnvelope(resp.StatusCode, body, fail)
+		}
 	case mt == "text/event-stream":
 		schema := media.Schema
 		if ev, ok := media.Extensions["x-sse-event"]; ok {
@@ -250,6 +254,26 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}}
 	}
 	return resp, nil
+}
+
+// checkEnvelope holds an error envelope to what the document's conventions say beyond its
+// schema: httpStatus is the reply's status, and code is a code of errdefs whose status that is.
+func checkEnvelope(status int, body []byte, fail func(string, ...any)) {
+	var env struct {
+		Code       errdefs.Code `json:"code"`
+		HTTPStatus int          `json:"httpStatus"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return // the schema check has said it
+	}
+	if env.HTTPStatus != status {
+		fail("error envelope has httpStatus %d", env.HTTPStatus)
+	}
+	if !env.Code.Known() {
+		fail("error code %q is not one of errdefs", env.Code)
+	} else if env.Code.HTTPStatus() != status {
+		fail("error code %s has status %d in errdefs", env.Code, env.Code.HTTPStatus())
+	}
 }
 
 // extensionSchema resolves an extension's {$ref: '#/components/schemas/Name'}.
