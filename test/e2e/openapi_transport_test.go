@@ -223,6 +223,7 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		input.Options = &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+		input.Options.WithCustomSchemaErrorFunc(schemaMessage)
 		input.SetBodyBytes(body)
 		if err := openapi3filter.ValidateResponse(req.Context(), input); err != nil {
 			fail("%v\nbody: %s", err, clip(body))
@@ -248,7 +249,8 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				fail("event %s: not JSON: %v", clip(data), err)
 				return
 			}
-			if err := schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+			if err := schema.Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors(),
+				openapi3.SetSchemaErrorMessageCustomizer(schemaMessage)); err != nil {
 				fail("event %s: %v", clip(data), err)
 			}
 		}}
@@ -274,6 +276,12 @@ func checkEnvelope(status int, body []byte, fail func(string, ...any)) {
 	} else if env.Code.HTTPStatus() != status {
 		fail("error code %s has status %d in errdefs", env.Code, env.Code.HTTPStatus())
 	}
+}
+
+// schemaMessage says where a value broke its schema and why, without the schema itself (which
+// kin-openapi prints whole by default).
+func schemaMessage(err *openapi3.SchemaError) string {
+	return fmt.Sprintf("at /%s: %s", strings.Join(err.JSONPointer(), "/"), err.Reason)
 }
 
 // extensionSchema resolves an extension's {$ref: '#/components/schemas/Name'}.
