@@ -137,6 +137,15 @@ func (s *specTransport) report() bool {
 		total += n
 	}
 	fmt.Printf("openapi: %d responses of %d operations checked against api/openapi.yaml\n", total, len(s.checked))
+	var missed []string
+	for _, op := range openapitest.Operations(s.doc) {
+		if s.checked[op.OperationID] == 0 {
+			missed = append(missed, op.OperationID)
+		}
+	}
+	if len(missed) > 0 {
+		fmt.Printf("openapi: operations no test reached: %s\n", strings.Join(missed, ", "))
+	}
 	if len(s.undescribed) > 0 {
 		keys := slices.Sorted(maps.Keys(s.undescribed))
 		fmt.Printf("openapi: responses the document declares without content (not checked): %s\n", strings.Join(keys, ", "))
