@@ -24,6 +24,18 @@ var schemaTypes = []struct {
 	union bool
 }{
 	{name: "BackupRequest", typ: reflect.TypeFor[v1.BackupRequest]()},
+	{name: "Terminal", typ: reflect.TypeFor[v1.TerminalInfo]()},
+	{name: "TerminalList", typ: reflect.TypeFor[v1.TerminalList]()},
+	{name: "TerminalKillReply", typ: reflect.TypeFor[v1.KillTerminalResult]()},
+	{name: "WatchEvent", typ: reflect.TypeFor[v1.WatchEvent]()},
+	{name: "WatchCheckReply", typ: reflect.TypeFor[v1.ChangeStatusReply]()},
+	{name: "CodeContext", typ: reflect.TypeFor[v1.CodeContext]()},
+	{name: "CodeContextList", typ: reflect.TypeFor[v1.CodeContextList]()},
+	{name: "CodeContextReply", typ: reflect.TypeFor[v1.CodeContextResult]()},
+	{name: "CodeError", typ: reflect.TypeFor[v1.CodeError]()},
+	{name: "CodeResult", typ: reflect.TypeFor[v1.CodeResult]()},
+	{name: "CodeRunEvent", typ: reflect.TypeFor[v1.CodeEvent]()},
+	{name: "CodeRunResult", typ: reflect.TypeFor[v1.CodeExecution]()},
 	{name: "SnapshotID", typ: reflect.TypeFor[string]()},
 	{name: "Snapshot", typ: reflect.TypeFor[v1.Snapshot]()},
 	{name: "SnapshotReply", typ: reflect.TypeFor[v1.SnapshotReply]()},

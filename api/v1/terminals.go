@@ -28,6 +28,7 @@ type TerminalInfo struct {
 
 // TerminalList is the reply of GET /v1/sandboxes/{id}/terminals, sorted by ID.
 type TerminalList struct {
+	Reply
 	Terminals []TerminalInfo `json:"terminals"`
 }
 
@@ -35,6 +36,7 @@ type TerminalList struct {
 // shell's session and process tree, SIGKILL to what is left after a grace period; attached
 // viewers get the exit. Unknown → 404 TERMINAL_NOT_FOUND.
 type KillTerminalResult struct {
+	Reply
 	Terminal TerminalInfo `json:"terminal"`
 }
 

@@ -35,11 +35,15 @@ const (
 // overflowed); "error" (Code, Message, Context; the stream goes on); "stopped" (last:
 // Reason).
 type WatchEvent struct {
-	Type        string         `json:"type"`
-	WatchID     string         `json:"watchId,omitempty"`
-	Path        string         `json:"path,omitempty"`
-	EventType   string         `json:"eventType,omitempty"`
-	IsDirectory bool           `json:"isDirectory,omitempty"`
+	Type        string `json:"type"`
+	WatchID     string `json:"watchId,omitempty"`
+	Path        string `json:"path,omitempty"`
+	EventType   string `json:"eventType,omitempty"`
+	IsDirectory bool   `json:"isDirectory,omitempty"`
+	// Recursive and Directories are set on "watching": whether subdirectories are watched,
+	// and how many directories the watch covers.
+	Recursive   *bool          `json:"recursive,omitempty"`
+	Directories int            `json:"directories,omitempty"`
 	Timestamp   time.Time      `json:"timestamp,omitzero"`
 	Dropped     int            `json:"dropped,omitempty"`
 	Code        errdefs.Code   `json:"code,omitempty"`

@@ -76,6 +76,10 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e: skipping:", skipReason)
 		return m.Run()
 	}
+	if err := installSpecTransport(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
 	var err error
 	bins, err = os.MkdirTemp("", "hutch-e2e-bin-")
 	if err != nil {
@@ -119,6 +123,9 @@ func runMain(m *testing.M) int {
 	}
 	d.Stop()
 	cleanupState(d)
+	if !spec.report() {
+		code = 1
+	}
 	return code
 }
 
@@ -240,5 +247,5 @@ func sandbox(t *testing.T, id string, opts *client.SandboxOptions) *client.Sandb
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
-	return ctx
+	return withTest(ctx, t)
 }
