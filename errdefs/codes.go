@@ -31,7 +31,7 @@ const (
 	CodeSandboxStartFailed Code = "SANDBOX_START_FAILED"
 	CodeAgentUnavailable   Code = "AGENT_UNAVAILABLE"
 
-	// Runtimes (issue 8). CodeInvalidRuntime: a runtime name hutch does not know (context:
+	// Runtimes. CodeInvalidRuntime: a runtime name hutch does not know (context:
 	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
 	// runsc is not installed); context: runtime, reason.
 	CodeInvalidRuntime      Code = "INVALID_RUNTIME"

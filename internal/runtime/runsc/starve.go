@@ -16,7 +16,7 @@ import (
 // sandbox (62 millicpu) each busy process takes as much of it as the agent. Measured with N busy
 // loops (`while :; do :; done`) in a lite sandbox, an agent ping through hutchd took 0.3–1.4 s
 // for 4, 1.8–4.5 s for 16, 13–35 s for 32, and over a minute for 64; with 200 the agent gave no
-// answer for 14 minutes (found by a breaker), while memory and process count stayed far under
+// answer for 14 minutes, while memory and process count stayed far under
 // the first two causes. Raising the quota to one CPU does not save it: an exec then took 29 s.
 //
 // So the guard asks the agent (Config.AgentProbe) when the sandbox uses its whole quota: every
