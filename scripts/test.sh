@@ -18,6 +18,7 @@ phase() {
 
 phase host-setup bash scripts/host-setup.sh
 phase vet go vet ./...
+phase lint bash scripts/lint.sh
 phase console bash scripts/build-console.sh --test
 phase packages go test -p 1 -count=1 -timeout 60m ./... "$@"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -394,7 +395,7 @@ func (m *Manager) reap() {
 // a hold afterwards finds no instance, queues on the ID lock and wakes the sandbox once it is
 // asleep; one that held it before keeps it awake.
 func (m *Manager) sleepIfIdle(id string) {
-	ctx := context.Background()
+	ctx := context.Background() //nolint:forbidigo // an idle timer's callback, without a ctx
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)
@@ -422,7 +423,7 @@ func (m *Manager) sleepIfIdle(id string) {
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
 		return err

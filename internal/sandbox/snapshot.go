@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -287,7 +288,7 @@ func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info
 	_, _ = rand.Read(suffix)
 	for _, d := range []string{"upper", "work"} {
 		old := filepath.Join(dir, "."+d+"-old-"+hex.EncodeToString(suffix))
-		if err := os.Rename(filepath.Join(dir, d), old); err != nil && !os.IsNotExist(err) {
+		if err := os.Rename(filepath.Join(dir, d), old); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return Info{}, fmt.Errorf("reset disk of %s: %w", id, err)
 		}
 		defer os.RemoveAll(old)

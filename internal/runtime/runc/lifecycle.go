@@ -79,16 +79,16 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 	started := time.Now()
 	st, err := r.start(ctx, spec, bundle, how)
 	if err != nil {
-		r.log.Warn("container start failed", "id", spec.ID, "err", err)
+		r.log.Warn("container start failed", "sandbox_id", spec.ID, "err", err)
 		// Clean up with a fresh context: ctx may be the reason we failed.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
-			r.log.Error("cleanup after failed start", "id", spec.ID, "err", derr)
+			r.log.Error("cleanup after failed start", "sandbox_id", spec.ID, "err", derr)
 		}
 		return runtime.State{}, err
 	}
-	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.log.Info("container started", "sandbox_id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	return st, nil
 }
 
@@ -238,7 +238,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 		}
 		// runc may fail to remove a cgroup whose last processes are still exiting; the sweep
 		// below finishes the job, then runc's state is removed by a second delete.
-		r.log.Warn("runc delete failed; sweeping cgroups", "id", id, "err", err)
+		r.log.Warn("runc delete failed; sweeping cgroups", "sandbox_id", id, "err", err)
 		if serr := r.sweepCgroups(ctx, id); serr != nil {
 			return errors.Join(err, serr)
 		}
@@ -252,7 +252,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 	if err := os.RemoveAll(r.bundle(id)); err != nil {
 		return fmt.Errorf("runc delete %s: remove bundle: %w", id, err)
 	}
-	r.log.Info("container deleted", "id", id, "force", force)
+	r.log.Info("container deleted", "sandbox_id", id, "force", force)
 	return nil
 }
 

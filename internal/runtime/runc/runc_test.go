@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -217,7 +218,7 @@ func TestContainerLifecycle(t *testing.T) {
 	if b, err := os.ReadFile(upperFile); err != nil || string(b) != "from-container\n" {
 		t.Errorf("upper dir: %q, %v", b, err)
 	}
-	if _, err := os.Stat(filepath.Join(e.image, "workspace", "hello.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.image, "workspace", "hello.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("write reached the image: %v", err)
 	}
 
@@ -309,7 +310,7 @@ func assertGone(t *testing.T, rt *runc.Runtime, id string) {
 		t.Errorf("State after Delete: %v, want ErrNotFound", err)
 	}
 	for _, d := range rt.CgroupDirs(id) {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("cgroup %s remains: %v", d, err)
 		}
 	}
@@ -401,7 +402,7 @@ func TestStartFailureLeavesNothing(t *testing.T) {
 		t.Errorf("error does not carry runc's message: %v", err)
 	}
 	assertGone(t, e.rt, id)
-	if _, err := os.Stat(filepath.Join(e.dir, "bundles", id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.dir, "bundles", id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("bundle remains: %v", err)
 	}
 	if err := rootfs.Unmount(spec.RootFS); err != nil {

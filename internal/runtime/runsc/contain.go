@@ -99,7 +99,7 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	perr := r.pauseUncancelled(ctx, id)
 	phase(&k.Pause)
 	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
-		r.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "cause", g.cause, "usage", g.used, "err", perr)
+		r.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "sandbox_id", id, "cause", g.cause, "usage", g.used, "err", perr)
 		return false
 	}
 	paused := perr == nil
@@ -120,10 +120,10 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		// a guard kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
 		// The cause first: the agent reads it when it sees the new time.
 		if err := r.writeGuardFile(id, filepath.Base(GuardCauseFile), g.cause); err != nil {
-			r.log.Warn("memory guard: cause file", "id", id, "err", err)
+			r.log.Warn("memory guard: cause file", "sandbox_id", id, "err", err)
 		}
 		if err := r.writeGuardFile(id, filepath.Base(GuardKillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
-			r.log.Warn("memory guard: kill file", "id", id, "err", err)
+			r.log.Warn("memory guard: kill file", "sandbox_id", id, "err", err)
 		}
 	}
 	var killed []group
@@ -134,7 +134,7 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		}
 		kerr := r.signalGroup(ctx, id, gr.pgid, unix.SIGKILL)
 		if kerr != nil && !errors.Is(kerr, errGroupGone) {
-			r.log.Warn("memory guard: kill while paused", "id", id, "pgid", gr.pgid, "err", kerr)
+			r.log.Warn("memory guard: kill while paused", "sandbox_id", id, "pgid", gr.pgid, "err", kerr)
 			killFailed = true // the rest after the resume
 			break
 		}
@@ -148,13 +148,13 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 	}
 	if paused {
 		if rerr := r.resumeUncancelled(ctx, id); rerr != nil {
-			r.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
+			r.log.Error("memory guard: resume after listing", "sandbox_id", id, "err", rerr)
 			return false
 		}
 	}
 	phase(&k.Resume)
 	if !ok {
-		r.log.Warn("memory guard: nothing to kill", "id", id, "cause", g.cause, "usage", g.used, "processes", total,
+		r.log.Warn("memory guard: nothing to kill", "sandbox_id", id, "cause", g.cause, "usage", g.used, "processes", total,
 			"needed", g.minProcs, "paused", paused, "pause_err", perr, "err", err)
 		return false
 	}
@@ -178,7 +178,7 @@ func (r *Runtime) contain(ctx context.Context, id, usagePath string, g guardPass
 		k.PGID = killed[0].pgid
 	}
 	r.log.Warn("memory guard: killed process groups of a sandbox near its host limits",
-		"id", id, "cause", g.cause, "pgid", k.PGID, "groups", k.Groups, "processes", k.Processes, "rounds", rounds,
+		"sandbox_id", id, "cause", g.cause, "pgid", k.PGID, "groups", k.Groups, "processes", k.Processes, "rounds", rounds,
 		"paused", paused, "pause_err", perr,
 		"pause", k.Pause.Round(time.Millisecond), "list", k.List.Round(time.Millisecond),
 		"resume", k.Resume.Round(time.Millisecond), "kill", k.Kill.Round(time.Millisecond),
@@ -390,7 +390,7 @@ func (r *Runtime) killGroup(ctx context.Context, id string, pgid int) (rounds in
 		if control {
 			kerr = r.signalGroup(kctx, id, pgid, unix.SIGKILL)
 			if errors.Is(kerr, errNoControl) {
-				r.log.Warn("memory guard: control socket, using runsc kill", "id", id, "err", kerr)
+				r.log.Warn("memory guard: control socket, using runsc kill", "sandbox_id", id, "err", kerr)
 				control = false
 			}
 		}
@@ -454,7 +454,7 @@ func parsePS(out []byte) ([]psEntry, error) {
 		if len(f) < 9 {
 			// The rest of a command name with a newline in it (runsc prints the executable's
 			// base name, up to 15 bytes: too short for the 9 fields of a line of its own).
-			// Found by a breaker: failing the whole table on it kept the guard from killing.
+			// Failing the whole table on it would keep the guard from killing.
 			continue
 		}
 		var p psEntry

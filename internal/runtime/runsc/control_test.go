@@ -105,9 +105,9 @@ func TestSignalGroup(t *testing.T) {
 			switch {
 			case tc.wantErr == nil && err != nil:
 				t.Fatalf("signalGroup = %v, want success", err)
-			case tc.wantErr == errors.ErrUnsupported && (err == nil || errors.Is(err, errGroupGone) || errors.Is(err, errNoControl)):
+			case errors.Is(tc.wantErr, errors.ErrUnsupported) && (err == nil || errors.Is(err, errGroupGone) || errors.Is(err, errNoControl)):
 				t.Fatalf("signalGroup = %v, want the Sentry's refusal", err)
-			case tc.wantErr != nil && tc.wantErr != errors.ErrUnsupported && !errors.Is(err, tc.wantErr):
+			case tc.wantErr != nil && !errors.Is(tc.wantErr, errors.ErrUnsupported) && !errors.Is(err, tc.wantErr):
 				t.Fatalf("signalGroup = %v, want %v", err, tc.wantErr)
 			}
 			if got == nil {

@@ -145,7 +145,7 @@ func (r *Runtime) startGuard(id string) {
 	if r.guards.cancel == nil {
 		r.guards.cancel = map[string]context.CancelFunc{}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the guard lives as long as the container, cancelled at its delete
 	r.guards.cancel[id] = cancel
 	go func() {
 		r.guard(ctx, id)
@@ -211,7 +211,7 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 		if own > 0 && (used > own) != pressure && (used > own || used < own-own/16) {
 			pressure = used > own
 			if err := r.setPressure(id, pressure); err != nil {
-				r.log.Warn("memory guard: pressure file", "id", id, "err", err)
+				r.log.Warn("memory guard: pressure file", "sandbox_id", id, "err", err)
 			}
 		}
 		now := time.Now()
@@ -270,8 +270,8 @@ func (r *Runtime) guard(ctx context.Context, id string) {
 // shells (bash's `:(){ :|:& };:`) fills the limit with small processes that spin on fork's
 // EAGAIN: the host memory stays far under the trigger (220 to 423 MiB in a lite sandbox),
 // while the Sentry, which schedules its tasks with no regard for nice values, runs the agent
-// too rarely to answer or to end the command at its timeout. Found by a breaker: the sandbox
-// answered nothing for 14 minutes.
+// too rarely to answer or to end the command at its timeout: such a sandbox answered nothing
+// for 14 minutes.
 //
 // The host cgroup's task count (pids.current) costs nothing to read, but it is only a hint: each
 // process of the sandbox is about two host tasks while it lives (its stub process of the

@@ -82,15 +82,15 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (
 	started := time.Now()
 	st, err := r.run(ctx, spec, bundle, op, image)
 	if err != nil {
-		r.log.Warn("container "+op+" failed", "id", spec.ID, "err", err)
+		r.log.Warn("container "+op+" failed", "sandbox_id", spec.ID, "err", err)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if derr := r.Delete(cctx, spec.ID, true); derr != nil {
-			r.log.Error("cleanup after failed "+op, "id", spec.ID, "err", derr)
+			r.log.Error("cleanup after failed "+op, "sandbox_id", spec.ID, "err", derr)
 		}
 		return runtime.State{}, err
 	}
-	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "sandbox_id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	r.startGuard(spec.ID)
 	return st, nil
 }
@@ -250,7 +250,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 		}
 		// A sandbox whose processes died under runsc (killed from outside) can make delete
 		// fail; the sweep kills what is left, then a second delete removes the state.
-		r.log.Warn("runsc delete failed; sweeping cgroups", "id", id, "err", err)
+		r.log.Warn("runsc delete failed; sweeping cgroups", "sandbox_id", id, "err", err)
 		if serr := r.spec.SweepCgroups(ctx, id); serr != nil {
 			return errors.Join(err, serr)
 		}
@@ -264,7 +264,7 @@ func (r *Runtime) Delete(ctx context.Context, id string, force bool) error {
 	if err := os.RemoveAll(r.bundle(id)); err != nil {
 		return fmt.Errorf("runsc delete %s: remove bundle: %w", id, err)
 	}
-	r.log.Info("container deleted", "id", id, "force", force)
+	r.log.Info("container deleted", "sandbox_id", id, "force", force)
 	return nil
 }
 

@@ -2,6 +2,8 @@ package runsc
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,12 +33,12 @@ func (r *Runtime) liftCPUQuota(id string) (restore func()) {
 				return func() {}
 			}
 			if err := os.WriteFile(path, []byte(lifted), 0); err != nil {
-				r.log.Warn("memory guard: lift the CPU quota", "id", id, "err", err)
+				r.log.Warn("memory guard: lift the CPU quota", "sandbox_id", id, "err", err)
 				return func() {}
 			}
 			return func() {
-				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !os.IsNotExist(err) {
-					r.log.Warn("memory guard: restore the CPU quota", "id", id, "err", err)
+				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					r.log.Warn("memory guard: restore the CPU quota", "sandbox_id", id, "err", err)
 				}
 			}
 		}

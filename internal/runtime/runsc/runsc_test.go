@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -141,7 +142,7 @@ func assertGone(t *testing.T, rt *runsc.Runtime, id string) {
 		t.Errorf("State after Delete: %v, want ErrNotFound", err)
 	}
 	for _, d := range rt.CgroupDirs(id) {
-		if _, err := os.Stat(d); !os.IsNotExist(err) {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("cgroup %s remains: %v", d, err)
 		}
 	}
@@ -343,7 +344,7 @@ func TestStartRefusals(t *testing.T) {
 		t.Errorf("error does not carry runsc's message: %v", err)
 	}
 	assertGone(t, e.rt, id)
-	if _, err := os.Stat(filepath.Join(e.dir, "bundles", id)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(e.dir, "bundles", id)); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("bundle remains: %v", err)
 	}
 }
@@ -474,14 +475,6 @@ serve(u, b"uds-ok\n")
 		t.Fatal(err)
 	}
 	assertGone(t, e.rt, id)
-}
-
-func readAll(c net.Conn) ([]byte, error) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	var b bytes.Buffer
-	_, err := b.ReadFrom(c)
-	return b.Bytes(), err
 }
 
 // TestSeccompInSentry checks the profile applied with --oci-seccomp to PID 1 and its
