@@ -127,7 +127,7 @@ func (p *Process) StreamLogs(ctx context.Context, from LogOffsets) iter.Seq2[Log
 				failures = 0
 			}
 			p.c.log.DebugContext(ctx, "hutch: process log stream cut, reconnecting", "process", p.id,
-				"stdoutOffset", ls.next.Stdout, "stderrOffset", ls.next.Stderr, "err", res.cut)
+				"stdout_offset", ls.next.Stdout, "stderr_offset", ls.next.Stderr, "err", res.cut)
 		}
 	}
 }

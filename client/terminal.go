@@ -126,7 +126,7 @@ func (s *Sandbox) Terminal(ctx context.Context, id string, opts TerminalOptions)
 		}
 		return nil, fmt.Errorf("terminal %s: %w", id, errdefs.Wrap(errdefs.CodeStreamIncomplete, err, "no ready message"))
 	}
-	rctx, cancel := context.WithCancel(context.Background())
+	rctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the read loop lives as long as the Terminal, not the dial's ctx
 	t := &Terminal{conn: conn, ready: ev, data: make(chan []byte, 16), events: make(chan TerminalEvent, terminalEventBuffer),
 		done: make(chan struct{}), cancel: cancel}
 	t.events <- ev
@@ -255,7 +255,7 @@ func (t *Terminal) Read(p []byte) (int, error) {
 
 // Write sends p as input to the shell (io.Writer).
 func (t *Terminal) Write(p []byte) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // io.Writer and Resize take no ctx; the minute bounds a stalled socket
 	defer cancel()
 	if err := t.conn.Write(ctx, websocket.MessageBinary, p); err != nil {
 		return 0, errdefs.Wrap(errdefs.CodeUnavailable, err, "terminal write")
@@ -268,7 +268,7 @@ func (t *Terminal) Write(p []byte) (int, error) {
 // size is unchanged; Resize itself fails only when the connection does.
 func (t *Terminal) Resize(cols, rows int) error {
 	b, _ := json.Marshal(map[string]any{"type": "resize", "cols": cols, "rows": rows})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // io.Writer and Resize take no ctx; the minute bounds a stalled socket
 	defer cancel()
 	if err := t.conn.Write(ctx, websocket.MessageText, b); err != nil {
 		return errdefs.Wrap(errdefs.CodeUnavailable, err, "terminal resize")

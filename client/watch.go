@@ -123,7 +123,7 @@ func (w *Watcher) Events() iter.Seq2[WatchEvent, error] {
 					yield(WatchEvent{}, fmt.Errorf("watch %s: %w", w.path, ctxErr))
 					return
 				}
-				yield(WatchEvent{}, fmt.Errorf("watch %s: %w", w.path, streamIncomplete(context.Background(), err)))
+				yield(WatchEvent{}, fmt.Errorf("watch %s: %w", w.path, streamIncomplete(context.Background(), err))) //nolint:forbidigo // the iterator has no ctx; the stream is over, nothing is waited on
 				return
 			}
 			var wire watchWire

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -23,7 +22,7 @@ func newAgentClient(t *testing.T) (*Sandbox, string) {
 	t.Helper()
 	base := t.TempDir()
 	srv, err := agent.New(agent.Config{Workdir: filepath.Join(base, "workspace"), StateDir: filepath.Join(base, "state"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

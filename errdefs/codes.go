@@ -34,7 +34,7 @@ const (
 	// (its state changed under the operation); context {id, from, to}. Nothing was changed.
 	CodeSandboxInvalidTransition Code = "SANDBOX_INVALID_TRANSITION"
 
-	// Runtimes (issue 8). CodeInvalidRuntime: a runtime name hutch does not know (context:
+	// Runtimes. CodeInvalidRuntime: a runtime name hutch does not know (context:
 	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
 	// runsc is not installed); context: runtime, reason.
 	CodeInvalidRuntime      Code = "INVALID_RUNTIME"

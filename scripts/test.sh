@@ -36,6 +36,7 @@ trap print_summary EXIT
 
 phase host-setup bash scripts/host-setup.sh
 phase vet go vet ./...
+phase lint bash scripts/lint.sh
 phase console bash scripts/build-console.sh --test
 
 # Every package is in exactly one of the two sets; e2e is the last of the privileged ones and

@@ -264,7 +264,9 @@ func installEgressCA(log *slog.Logger) {
 	res := catrust.Install("/", os.Getenv)
 	for _, kv := range res.Env {
 		k, v, _ := strings.Cut(kv, "=")
-		os.Setenv(k, v)
+		if err := os.Setenv(k, v); err != nil {
+			fmt.Fprintf(os.Stderr, "hutch-init: set %s: %v\n", k, err)
+		}
 	}
 	for _, err := range res.Errs {
 		log.Warn("egress CA install", "err", err)

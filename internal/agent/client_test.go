@@ -45,7 +45,7 @@ func startAgent(t *testing.T) *testAgent {
 		StateDir: filepath.Join(base, "state"),
 		Env:      append(os.Environ(), "HUTCH_TEST_BASE=1"),
 		Version:  "test",
-		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:   slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		t.Fatal(err)

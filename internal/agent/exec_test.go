@@ -201,17 +201,14 @@ func TestExecE4FirstByteEarly(t *testing.T) {
 	defer resp.Body.Close()
 	r := sse.NewReader(resp.Body)
 	var firstOut, complete time.Duration
-	var evs []event
-	for _, ev := range readEventsTimed(t, r, func(ev event) {
+	evs := readEventsTimed(t, r, func(ev event) {
 		if ev["type"] == "stdout" && firstOut == 0 {
 			firstOut = time.Since(start)
 		}
 		if ev["type"] == "complete" {
 			complete = time.Since(start)
 		}
-	}) {
-		evs = append(evs, ev)
-	}
+	})
 	if got := string(outputOf(t, evs, "stdout")); got != "1\n2\n" {
 		t.Fatalf("stdout = %q", got)
 	}

@@ -194,7 +194,7 @@ func TestFileOps(t *testing.T) {
 		shm, err := os.MkdirTemp("/dev/shm", "hutch-test")
 		if err == nil {
 			t.Cleanup(func() { os.RemoveAll(shm) })
-			out = a.mustPost("/api/move", obj{"sourcePath": "p/q", "destinationPath": filepath.Join(shm, "moved")})
+			a.mustPost("/api/move", obj{"sourcePath": "p/q", "destinationPath": filepath.Join(shm, "moved")})
 			if b, err := os.ReadFile(filepath.Join(shm, "moved/g.txt")); err != nil || string(b) != "f" {
 				t.Fatalf("cross-device move: %v %q", err, b)
 			}

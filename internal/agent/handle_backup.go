@@ -158,8 +158,8 @@ func checkDir(dir string) error {
 //
 // git runs the repository's configured programs (a core.fsmonitor hook runs on ls-files), so
 // it runs as the sandbox's code does: in a session of its own (never in the agent's process
-// group, which gVisor's guard does not kill: a breaker's fsmonitor hook started 200 busy loops
-// there and silenced the agent for good), with fsmonitor off, and its whole group killed at
+// group, which gVisor's guard does not kill: an fsmonitor hook that starts 200 busy loops
+// there silences the agent for good), with fsmonitor off, and its whole group killed at
 // the timeout.
 func gitIgnored(ctx context.Context, dir string) ([]string, string) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)

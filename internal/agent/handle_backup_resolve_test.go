@@ -93,7 +93,7 @@ func TestBackupExtractCutAtShutdown(t *testing.T) {
 	must(t, err)
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	srv, err := New(Config{Workdir: filepath.Join(base, "workspace"), StateDir: filepath.Join(base, "state"),
-		Env: os.Environ(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Env: os.Environ(), Logger: slog.New(slog.DiscardHandler)})
 	must(t, err)
 	ln, err := Listen(filepath.Join(sockDir, "a.sock"))
 	must(t, err)

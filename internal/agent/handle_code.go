@@ -121,7 +121,7 @@ func (s *Server) handleContextDelete(w http.ResponseWriter, _ *http.Request, id 
 		return err
 	} else if err != nil {
 		// Removed, but its interpreter did not exit in time: not the caller's problem.
-		s.log.Warn("code context: interpreter did not exit", "id", id, "err", err)
+		s.log.Warn("code context: interpreter did not exit", "context_id", id, "err", err)
 	}
 	writeJSON(w, http.StatusOK, struct {
 		Success bool   `json:"success"`

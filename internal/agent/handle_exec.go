@@ -169,7 +169,7 @@ func writeJSONBytes(w *bufio.Writer, b []byte, encoding string) {
 	defer w.WriteByte('"')
 	if encoding == "base64" {
 		enc := base64.NewEncoder(base64.StdEncoding, w)
-		enc.Write(b)
+		_, _ = enc.Write(b) // its errors are w's, which keeps them for Flush
 		enc.Close()
 		return
 	}

@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,7 +51,7 @@ func startAgentWith(t *testing.T, cfg Config) *procAgent {
 	if cfg.Env == nil {
 		cfg.Env = os.Environ()
 	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -719,7 +721,7 @@ func TestProcessRetention(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if _, err := os.Stat(filepath.Join(dir, id+".json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, id+".json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("record file after expiry: %v", err)
 	}
 	// An expired ID can be used again.

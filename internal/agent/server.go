@@ -240,7 +240,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
 	}
-	<-errc
+	_ = <-errc // http.ErrServerClosed after Shutdown
 	return nil
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,7 +25,7 @@ func TestSessionsSurviveShutdown(t *testing.T) {
 	serve := func() (*testAgent, func()) {
 		srv, err := New(Config{
 			Workdir: filepath.Join(base, "workspace"), StateDir: filepath.Join(base, "state"),
-			Env: os.Environ(), SessionFile: sessionFile, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Env: os.Environ(), SessionFile: sessionFile, Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)

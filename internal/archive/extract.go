@@ -229,7 +229,7 @@ func (x *extractor) entry(tr *tar.Reader, hdr *tar.Header) error {
 		x.dirs = append(x.dirs, attr)
 		x.st.Dirs++
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // older writers mark regular files with '\x00'; such archives stay readable
 		size, ext, isSparse, err := sparse.Parse(hdr.PAXRecords, hdr.Size)
 		if err != nil {
 			return unsafeEntry(hdr.Name, err.Error())
@@ -308,7 +308,7 @@ func (x *extractor) file(tr *tar.Reader, abs, rel string, size int64, ext []spar
 			case x.ctx.Err() != nil:
 				return fmt.Errorf("extract: %w", err)
 			case rr.err != nil:
-				if rr.err == io.EOF {
+				if errors.Is(rr.err, io.EOF) {
 					rr.err = io.ErrUnexpectedEOF // the header promised more
 				}
 				return x.readError(rr.err)

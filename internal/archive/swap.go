@@ -133,7 +133,7 @@ func removeStale(workDir, base string) {
 // dir is as it was and w is removed, unless moving the old content back failed: then w is kept
 // and named in the error's context ("kept").
 func (w work) swap(dir string, inside bool, root dirAttr, chown bool) error {
-	x := &extractor{ctx: context.Background(), dir: dir, chown: chown}
+	x := &extractor{ctx: context.Background(), dir: dir, chown: chown} //nolint:forbidigo // the swap moves local trees only and must not stop half-way
 	tmp, old := w.newTree(), w.oldTree()
 	if !inside {
 		if err := x.apply(tmp, root); err != nil {
@@ -271,7 +271,7 @@ func (w work) kept(cause, undo error) error {
 		Message: fmt.Sprintf("%s; undoing the swap failed too (%v): the previous content that could not be put back is kept in %s",
 			ee.Message, undo, w.oldTree())}
 	for k, v := range ee.Context {
-		e.With(k, v)
+		e = e.With(k, v)
 	}
 	return e.With("kept", w.oldTree())
 }

@@ -204,7 +204,7 @@ func hostArchive(ctx context.Context, root *os.Root, excludes []string, idm idma
 	var once sync.Once
 	var result error
 	wait := func() error { once.Do(func() { result = <-done }); return result }
-	return pr, wait, func() { pr.CloseWithError(errPutEnded); wait() }
+	return pr, wait, func() { pr.CloseWithError(errPutEnded); _ = wait() }
 }
 
 // createFailed classifies a failure after the archive stream started.
@@ -219,7 +219,7 @@ func createFailed(ctx context.Context, dir string, err error) error {
 // cleanup removes what a failed Create wrote (the meta first, so the backup never exists
 // without its archive). Errors are logged; GC catches what is left.
 func (s *Service) cleanup(id string, withMeta bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout) //nolint:forbidigo // cleanup runs after the request failed or was cancelled
 	defer cancel()
 	if withMeta {
 		if err := s.cfg.Blobs.Delete(ctx, metaKey(id)); err != nil {

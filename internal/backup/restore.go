@@ -134,7 +134,7 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 		}
 		return Backup{}, "", err
 	}
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drained for connection reuse only
 	resp.Body.Close()
 	s.log.InfoContext(ctx, "backup restored", "backup_id", b.ID, "sandbox_id", sandboxID, "dir", target,
 		"tar_bytes", src.count(), "duration", time.Since(start).Round(time.Millisecond))

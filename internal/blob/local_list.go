@@ -113,7 +113,7 @@ func (l *Local) RemoveStaleTemp(ctx context.Context, olderThan time.Duration) (i
 			return err
 		}
 		removed++
-		l.log.Info("blob: removed stale temp file", "path", p, "size", fi.Size(), "modTime", fi.ModTime())
+		l.log.Info("blob: removed stale temp file", "path", p, "size", fi.Size(), "mod_time", fi.ModTime())
 		return nil
 	})
 	if err != nil {

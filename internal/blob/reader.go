@@ -30,7 +30,7 @@ func newPutReader(ctx context.Context, r io.Reader, size int64) (*putReader, err
 	p := &putReader{ctx: ctx, r: r, size: size}
 	if size == 0 {
 		// Nothing will be read for an empty blob: check now that the source is empty.
-		if err := p.probeEnd(); err != io.EOF {
+		if err := p.probeEnd(); !errors.Is(err, io.EOF) {
 			return nil, err
 		}
 	}
@@ -75,7 +75,7 @@ func (p *putReader) Read(b []byte) (int, error) {
 		return n, p.err
 	case p.n == p.size:
 		// Last bytes: make sure the source ends here before handing them on.
-		if perr := p.probeEnd(); perr != io.EOF {
+		if perr := p.probeEnd(); !errors.Is(perr, io.EOF) {
 			return n, perr
 		}
 		return n, io.EOF

@@ -230,7 +230,7 @@ type s3Reader struct {
 
 func (r *s3Reader) Read(b []byte) (int, error) {
 	n, err := r.obj.Read(b)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = r.s.err(r.ctx, "get", r.key, err)
 	}
 	return n, err

@@ -26,7 +26,7 @@ func (a *app) egressCommand() *cobra.Command {
 JSON merge patch (RFC 7386) to it. Both apply at once: connections the new policy no longer
 allows are closed. Example:
 
-  echo '{"mode":"allowlist","allow":["registry.npmjs.org","*.github.com"]}' | hutch egress web --set -
+  echo '{"mode":"allowlist","allow":["packages.example.com","*.github.com"]}' | hutch egress web --set -
 
 --events prints the egress audit events (DNS queries, connections, requests, policy changes) as
 JSON lines, from --since; --follow keeps printing new ones until interrupted.`,

@@ -97,7 +97,7 @@ func (a *app) runShell(ctx context.Context, name string, f shellFlags) error {
 		if err != nil {
 			return fmt.Errorf("raw mode: %w", err)
 		}
-		defer term.Restore(int(in.Fd()), state)
+		defer func() { _ = term.Restore(int(in.Fd()), state) }()
 	}
 	winch := make(chan os.Signal, 1)
 	signal.Notify(winch, syscall.SIGWINCH)

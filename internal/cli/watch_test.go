@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -42,7 +41,7 @@ func agentURL(t *testing.T) (string, string) {
 	t.Helper()
 	base := t.TempDir()
 	srv, err := agent.New(agent.Config{Workdir: filepath.Join(base, "workspace"), StateDir: filepath.Join(base, "state"),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

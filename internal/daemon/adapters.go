@@ -44,7 +44,7 @@ func (i *images) ensureDefault(ctx context.Context, progress io.Writer) (image.I
 	if progress == nil {
 		// A build on first need (a create that found no image) shows its progress in hutchd's
 		// log, line by line.
-		i.log.InfoContext(ctx, "building the default image on first need (debootstrap; minutes)", "id", i.store.Default().ID())
+		i.log.InfoContext(ctx, "building the default image on first need (debootstrap; minutes)", "image_id", i.store.Default().ID())
 		lw := lines.NewWriter(func(line string) { i.log.Info("image build", "line", line) })
 		defer lw.Flush()
 		progress = lw

@@ -430,7 +430,7 @@ func (d *hutchd) serve(ctx context.Context) error {
 		serveErr = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if pv != nil {
 		// Long preview streams would hold the API's shutdown: both drain in parallel.

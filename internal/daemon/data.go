@@ -53,7 +53,7 @@ func openDataDir(ctx context.Context, cfg config.Config, log *slog.Logger) (stri
 // holding an upper/ directory, as before the data volume). Other files there are not disks:
 // each sandbox's egress audit log (<state>/sandboxes/<id>/egress.jsonl) lives in the state dir
 // whatever the data directory is, and counting it made a restarted hutchd leave its data
-// volume and start every sandbox on an empty disk (a tester's finding).
+// volume and start every sandbox on an empty disk.
 func legacyDisks(stateDir string) int {
 	ents, err := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
 	if err != nil {

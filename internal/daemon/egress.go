@@ -72,7 +72,7 @@ func (s *stopper) stop(id string) {
 	if m == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // called from a sandbox's stop, which has no ctx to give
 	defer cancel()
 	if _, err := m.Stop(ctx, id); err != nil {
 		s.log.Warn("stop after placeholder violation failed", "sandbox_id", id, "err", err)

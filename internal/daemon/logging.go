@@ -45,7 +45,7 @@ func (l *Log) Run(ctx context.Context) { l.bound.Run(ctx) }
 
 // Close reports the suppressed lines not reported yet and closes the log file.
 func (l *Log) Close() error {
-	l.bound.Flush(context.Background())
+	l.bound.Flush(context.Background()) //nolint:forbidigo // Close has no ctx
 	if l.file == nil {
 		return nil
 	}

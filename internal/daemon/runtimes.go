@@ -54,5 +54,5 @@ func auditGuardKill(a sandbox.Auditor, k runsc.GuardKill) {
 	if k.Err != nil {
 		attrs = append(attrs, slog.String("error", k.Err.Error()))
 	}
-	a.Decision(context.Background(), sandbox.AuditMemoryGuardKill, k.ID, attrs...)
+	a.Decision(context.Background(), sandbox.AuditMemoryGuardKill, k.ID, attrs...) //nolint:forbidigo // the guard's kill callback carries no ctx
 }

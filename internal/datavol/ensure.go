@@ -123,7 +123,7 @@ func Ensure(ctx context.Context, cfg Config, log *slog.Logger) (*Volume, error) 
 		return nil, mountError(err, dev, cfg.Image, mp)
 	}
 	v.device = dev
-	log.Info("data volume mounted", "mountpoint", mp, "device", dev, "image", cfg.Image, "directIO", directIO)
+	log.Info("data volume mounted", "mountpoint", mp, "device", dev, "image", cfg.Image, "direct_io", directIO)
 	if err := v.fill(ctx); err != nil {
 		return nil, err
 	}

@@ -246,7 +246,7 @@ func (s *Service) Start(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			for i := len(closers) - 1; i >= 0; i-- {
-				closers[i]()
+				_ = closers[i]() // err already says why the start failed
 			}
 		}
 	}()
@@ -338,7 +338,7 @@ func (s *Service) Close() error {
 	s.mu.Unlock()
 	// Handlers call identify (s.mu), so nothing below runs under s.mu.
 	errs := []error{s.proxy.Close(), s.dns.Close()}
-	if err := s.fw.Remove(context.Background()); err != nil {
+	if err := s.fw.Remove(context.Background()); err != nil { //nolint:forbidigo // Close has no ctx
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -428,9 +430,14 @@ func TestNewValidates(t *testing.T) {
 // outside the floor).
 func TestRegistry(t *testing.T) {
 	requirePrivileges(t)
-	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip4", "registry.npmjs.org")
+	reg := npmRegistry(t)
+	host, port := reg.Hostname(), reg.Port()
+	if port == "" {
+		port = "443"
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip4", host)
 	if err != nil || len(ips) == 0 {
-		t.Skipf("registry.npmjs.org does not resolve here: %v", err)
+		t.Skipf("%s does not resolve here: %v", host, err)
 	}
 	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
 	if len(cas) == 0 {
@@ -449,16 +456,32 @@ func TestRegistry(t *testing.T) {
 	}
 	h := newHarness(t, Config{})
 	sb := h.sandbox("reg", 7, true)
-	r, err := query(t, sb, sb.Gateway.String()+":53", "registry.npmjs.org", mdns.TypeA)
+	r, err := query(t, sb, sb.Gateway.String()+":53", host, mdns.TypeA)
 	if err != nil || len(aAnswers(r)) == 0 {
-		t.Fatalf("A registry.npmjs.org from the sandbox = %v, %v", r, err)
+		t.Fatalf("A %s from the sandbox = %v, %v", host, r, err)
 	}
 	ip := aAnswers(r)[0]
-	body, status, err := curl(sb, "--cacert", bundle, "--resolve", "registry.npmjs.org:443:"+ip, "https://registry.npmjs.org/is-number")
+	body, status, err := curl(sb, "--cacert", bundle, "--resolve", host+":"+port+":"+ip, strings.TrimSuffix(reg.String(), "/")+"/is-number")
 	var doc struct {
 		Name string `json:"name"`
 	}
 	if err != nil || status != "200" || json.Unmarshal([]byte(body), &doc) != nil || doc.Name != "is-number" {
 		t.Errorf("registry fetch = status %s, %v, body %.200q", status, err, body)
 	}
+}
+
+// npmRegistry returns the package registry that the host's npm uses (`npm config get
+// registry`), a server this machine is known to reach, or skips the test when npm has none
+// over HTTPS.
+func npmRegistry(t *testing.T) *url.URL {
+	t.Helper()
+	out, err := exec.Command("npm", "config", "get", "registry").Output()
+	if err != nil {
+		t.Skipf("npm config get registry: %v", err)
+	}
+	u, err := url.Parse(strings.TrimSpace(string(out)))
+	if err != nil || u.Scheme != "https" || u.Hostname() == "" {
+		t.Skipf("npm's registry %q is not an https URL (%v)", strings.TrimSpace(string(out)), err)
+	}
+	return u
 }

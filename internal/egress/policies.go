@@ -48,7 +48,7 @@ func (s *Service) DeletePolicy(sandboxID string) {
 // policy.updated audit event lists the host patterns added and removed (allow, deny and rule
 // hosts; never secret values).
 func (s *Service) policyChanged(sandboxID string, old, new *policy.Compiled) {
-	closed := s.proxy.Recheck(context.Background(), sandboxID)
+	closed := s.proxy.Recheck(context.Background(), sandboxID) //nolint:forbidigo // a policy-change callback, without a ctx
 	added, removed := hostDiff(old, new)
 	s.cfg.Audit.Emit(sandboxID, audit.Event{Kind: audit.KindPolicyUpdated, Decision: new.Mode(), Added: added, Removed: removed, Closed: closed})
 	s.log.Info("egress policy updated", "sandbox_id", sandboxID, "mode", new.Mode(), "closed_connections", closed)

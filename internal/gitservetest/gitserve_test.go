@@ -2,6 +2,8 @@ package gitservetest
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,7 +62,7 @@ func TestServeClone(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(root); !os.IsNotExist(err) {
+	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("repository directory %s still exists after Close (%v)", root, err)
 	}
 	if out, err := exec.CommandContext(ctx, "git", "ls-remote", s.URL()).CombinedOutput(); err == nil {

@@ -104,10 +104,10 @@ func (s *Store) build(ctx context.Context, r Recipe, progress io.Writer) (Image,
 		return Image{}, fmt.Errorf("image: %w", err)
 	}
 	root := filepath.Join(tmp, "rootfs")
-	s.log.Info("building image", "id", id, "name", r.Name, "suite", r.Suite, "packages", len(r.Packages))
+	s.log.Info("building image", "image_id", id, "name", r.Name, "suite", r.Suite, "packages", len(r.Packages))
 
 	fail := func(step string, err error) (Image, error) {
-		s.log.Error("image build failed", "id", id, "step", step, "err", err)
+		s.log.Error("image build failed", "image_id", id, "step", step, "err", err)
 		msg := fmt.Sprintf("build image %s: %s: %v", id, step, err)
 		if t := out.tail(); t != "" {
 			msg += "\n" + t
@@ -117,11 +117,15 @@ func (s *Store) build(ctx context.Context, r Recipe, progress io.Writer) (Image,
 
 	step := func(name string) {
 		fmt.Fprintf(out, "==> %s\n", name)
-		s.log.Info("image build step", "id", id, "step", name, "elapsed", time.Since(start).Round(time.Millisecond))
+		s.log.Info("image build step", "image_id", id, "step", name, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 
-	step("debootstrap " + r.Suite)
-	if err := run(ctx, out, nil, "debootstrap", "--variant=minbase", r.Suite, root, r.mirror()); err != nil {
+	mirror, err := r.mirror()
+	if err != nil {
+		return fail("debootstrap", err)
+	}
+	step("debootstrap " + r.Suite + " from " + mirror)
+	if err := run(ctx, out, nil, "debootstrap", "--variant=minbase", r.Suite, root, mirror); err != nil {
 		return fail("debootstrap", err)
 	}
 	if err := prepareChroot(root); err != nil {
@@ -172,7 +176,7 @@ func (s *Store) build(ctx context.Context, r Recipe, progress io.Writer) (Image,
 	keep = true
 	img.RootFS = filepath.Join(final, "rootfs")
 	fmt.Fprintf(out, "==> image %s built in %s, %d MiB\n", id, time.Since(start).Round(time.Second), size>>20)
-	s.log.Info("image built", "id", id, "seconds", img.BuildSeconds, "sizeBytes", size)
+	s.log.Info("image built", "image_id", id, "seconds", img.BuildSeconds, "size_bytes", size)
 	return img, nil
 }
 

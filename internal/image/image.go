@@ -31,9 +31,6 @@ const BuilderVersion = "1"
 // DefaultName is the name of the default image.
 const DefaultName = "default"
 
-// DefaultMirror is the Debian mirror used when a Recipe leaves Mirror empty.
-const DefaultMirror = "http://deb.debian.org/debian"
-
 // DefaultSuite is the Debian suite of the default image.
 const DefaultSuite = "bookworm"
 
@@ -65,7 +62,8 @@ type Recipe struct {
 	Name string
 	// Suite is the Debian suite ("bookworm").
 	Suite string
-	// Mirror is the Debian mirror URL; empty means DefaultMirror. Not part of the ID.
+	// Mirror is the Debian mirror URL; empty means the host's own (HostMirror). Not part of
+	// the ID.
 	Mirror string
 	// Packages are installed with apt-get --no-install-recommends after debootstrap.
 	Packages []string
@@ -94,11 +92,11 @@ func (r Recipe) normalizedPackages() []string {
 	return slices.Compact(out)
 }
 
-func (r Recipe) mirror() string {
+func (r Recipe) mirror() (string, error) {
 	if r.Mirror == "" {
-		return DefaultMirror
+		return HostMirror(r.Suite)
 	}
-	return r.Mirror
+	return r.Mirror, nil
 }
 
 // DefaultRecipe returns the recipe of the default image: Debian bookworm with bash, coreutils,
@@ -108,7 +106,6 @@ func DefaultRecipe() Recipe {
 	return Recipe{
 		Name:     DefaultName,
 		Suite:    DefaultSuite,
-		Mirror:   DefaultMirror,
 		Packages: slices.Clone(defaultPackages),
 	}
 }

@@ -3,6 +3,7 @@ package logbound
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestRotatingFile(t *testing.T) {
 	if got := read(path + ".2"); got != string(line(3))+string(line(4))+string(line(5)) {
 		t.Errorf(".2 = %q", got)
 	}
-	if _, err := os.Stat(path + ".3"); !os.IsNotExist(err) {
+	if _, err := os.Stat(path + ".3"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf(".3 exists (keep 2): %v", err)
 	}
 	big := []byte(strings.Repeat("b", 250) + "\n")

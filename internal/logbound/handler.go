@@ -24,8 +24,8 @@ const (
 	DefaultRate     = 5
 	DefaultBurst    = 50
 	DefaultSummary  = time.Minute
-	// DefaultKey is the attribute naming the sandbox a line is about, as most of hutchd's
-	// packages log it; the runtimes (runc, runsc and its memory guard) name it "id".
+	// DefaultKey is the attribute naming the sandbox a line is about, as hutchd's packages log
+	// it (the lint's sloglint rule keeps to it).
 	DefaultKey = "sandbox_id"
 	// maxTracked bounds the sandboxes whose buckets are kept between summaries; past it the
 	// idle ones are forgotten first.
@@ -52,7 +52,7 @@ type Options struct {
 	Summary time.Duration
 	// Keys are the attributes naming the sandbox (top level, from the record or from With),
 	// the first one found counting; the summary line uses the first key. Default DefaultKey
-	// and "id".
+	// and "id", so that a line naming its sandbox "id" is bounded all the same.
 	Keys []string
 	// Now is the clock (tests).
 	Now func() time.Time

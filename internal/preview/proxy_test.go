@@ -598,7 +598,7 @@ func TestProxyRefusalDoesNotWaitForBody(t *testing.T) {
 	if resp.StatusCode != http.StatusNotFound || !resp.Close {
 		t.Fatalf("reply %d, close %v; want 404 and the connection closed", resp.StatusCode, resp.Close)
 	}
-	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("connection after the refusal: %v; want EOF (closed by the server)", err)
 	}
 }

@@ -88,7 +88,7 @@ func (z *Writer) write() {
 	defer close(z.done)
 	for f := range z.order {
 		<-f.ready
-		z.pool.Put(f.in[:0])
+		z.pool.Put(f.in[:0]) //nolint:staticcheck // SA6002: one slice header per multi-MiB chunk is not worth a *[]byte pool
 		if z.failed() != nil {
 			continue
 		}

@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,7 +71,7 @@ func TestOpenDirStaysInRoot(t *testing.T) {
 	if ents, _ := os.ReadDir(host); len(ents) != 0 {
 		t.Errorf("something was created on the host side: %v", ents)
 	}
-	if _, _, err := OpenDir(root, "/missing/dir", false); !os.IsNotExist(err) && err == nil {
+	if _, _, err := OpenDir(root, "/missing/dir", false); !errors.Is(err, fs.ErrNotExist) && err == nil {
 		t.Errorf("OpenDir without create of a missing dir: %v", err)
 	}
 	if _, _, err := OpenDir(root, "relative", true); err == nil {

@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -93,7 +95,7 @@ func TestOverlayMount(t *testing.T) {
 			t.Errorf("%s = %q, %v; want %q", path, b, err, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(lower, "new.txt")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(lower, "new.txt")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("new.txt leaked into lower: %v", err)
 	}
 }

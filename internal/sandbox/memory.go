@@ -106,8 +106,8 @@ func (m *Manager) discardMemory(ctx context.Context, id string) {
 	_ = os.Remove(m.sleepRecPath(id))
 }
 
-// checkpointTimeout bounds one checkpoint. A sandbox can wedge its own (a tester held 10,000
-// connections to its agent: runsc never finished); the sleep then falls back to the disk, with
+// checkpointTimeout bounds one checkpoint. A sandbox can wedge its own (with 10,000
+// connections held open to its agent, runsc never finished); the sleep then falls back to the disk, with
 // the rest of its time for the teardown.
 const checkpointTimeout = 2 * time.Minute
 

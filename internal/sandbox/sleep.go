@@ -404,7 +404,7 @@ func (m *Manager) reap() {
 func (m *Manager) sleepIfIdle(id string) {
 	// The reaper's own work has no caller whose context could end it, and a sleep once begun
 	// must finish; Close waits for it instead.
-	ctx := context.Background()
+	ctx := context.Background() //nolint:forbidigo // an idle timer's callback, without a ctx
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)

@@ -137,7 +137,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	egressJoined := false
 	defer func() {
 		if !egressJoined {
-			<-egressDone
+			_ = <-egressDone // the start failed already: its error is the one reported
 		}
 	}()
 	es, err := m.prepareEgress(ctx, rec)
@@ -393,7 +393,7 @@ func waitAgent(ctx context.Context, tr http.RoundTripper, timeout time.Duration)
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/api/ping", nil)
 		resp, err := tr.RoundTrip(req)
 		if err == nil {
-			io.Copy(io.Discard, resp.Body)
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -454,7 +454,7 @@ func tailFile(path string, n int64) string {
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.Size() > n {
-		f.Seek(st.Size()-n, io.SeekStart)
+		_, _ = f.Seek(st.Size()-n, io.SeekStart) // on failure the whole file is read
 	}
 	b, _ := io.ReadAll(f)
 	return string(b)

@@ -73,7 +73,7 @@ func (m *Manager) mountRoot(ctx context.Context, rec store.Sandbox, lower, ddir,
 		}
 	}
 	// A fresh upper takes the image root's mode (hutchd made it 0700): on every runtime, so
-	// that users other than root can reach / (a tester's finding on gVisor and userns-off).
+	// that users other than root can reach / (on gVisor and with userns off too).
 	if err := rootMode(upper, lower); err != nil {
 		return err
 	}

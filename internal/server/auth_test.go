@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -31,7 +32,7 @@ func TestUnauthenticatedBodyNotAwaited(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("status %d; want 401", resp.StatusCode)
 	}
-	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
 		t.Fatalf("connection after the refusal: %v; want EOF (closed by the server)", err)
 	}
 }

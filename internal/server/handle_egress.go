@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
 	"sort"
@@ -109,7 +110,7 @@ func (s *Server) patchEgress(w http.ResponseWriter, r *http.Request) {
 	}
 	curJS, _ := json.Marshal(toEgressPolicy(cur))
 	var target any
-	json.Unmarshal(curJS, &target)
+	_ = json.Unmarshal(curJS, &target) // curJS was just marshalled from a Spec
 	merged, _ := json.Marshal(mergePatch(target, patch))
 	spec, err := decodeSpec(merged)
 	if err != nil {
@@ -164,9 +165,7 @@ func decodeSpec(body []byte) (policy.Spec, error) {
 }
 
 func asTypeError(err error, te **json.UnmarshalTypeError) bool {
-	e, ok := err.(*json.UnmarshalTypeError)
-	*te = e
-	return ok
+	return errors.As(err, te)
 }
 
 // unknownField returns the JSON pointer of the first object key in v that t (a struct, slice,

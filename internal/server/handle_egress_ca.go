@@ -36,5 +36,5 @@ func (s *Server) egressCAPEM(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/x-pem-file")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	w.Write(pem)
+	_, _ = w.Write(pem)
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -37,8 +38,7 @@ func TestDecodeSpec(t *testing.T) {
 			continue
 		}
 		if tt.code == errdefs.CodeEgressPolicyInvalid {
-			e, _ = err.(*errdefs.Error)
-			if e == nil || e.Context["pointer"] != tt.pointer {
+			if !errors.As(err, &e) || e.Context["pointer"] != tt.pointer {
 				t.Errorf("decodeSpec(%s) pointer = %v; want %q", tt.body, err, tt.pointer)
 			}
 		}

@@ -31,7 +31,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {
-		egressDone(r.Context(), false)
+		_ = egressDone(r.Context(), false) // false only unstages, which cannot fail
 	}
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")

@@ -127,11 +127,11 @@ func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 // createFromSnapshot is the get-or-create of POST /v1/sandboxes with a snapshot.
 func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req v1.CreateSandboxRequest, opts sandbox.CreateOptions, egressDone func(context.Context, bool) error) {
 	if !s.snapshotsEnabled(w, r) {
-		egressDone(r.Context(), false)
+		_ = egressDone(r.Context(), false) // false only unstages, which cannot fail
 		return
 	}
 	if req.Image != "" {
-		egressDone(r.Context(), false)
+		_ = egressDone(r.Context(), false) // false only unstages, which cannot fail
 		writeError(w, r, errdefs.New(errdefs.CodeInvalidArgument, "image and snapshot exclude each other: a snapshot brings its image"), "sandbox.create")
 		return
 	}
@@ -140,7 +140,7 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {
-		egressDone(r.Context(), false)
+		_ = egressDone(r.Context(), false) // false only unstages, which cannot fail
 	}
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")

@@ -148,7 +148,7 @@ func (x *layerExtractor) read(r io.Reader) error {
 			return err
 		}
 		hdr, err := tr.Next()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

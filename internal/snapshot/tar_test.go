@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -185,13 +186,13 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	merged, upper, work := filepath.Join(mnt, "m"), filepath.Join(mnt, "u"), filepath.Join(mnt, "w")
 	must(t, rootfs.Mount(rootfs.JoinLower(layer, base), upper, work, merged))
 	defer rootfs.Unmount(merged)
-	if _, err := os.Lstat(filepath.Join(merged, "etc/motd")); !os.IsNotExist(err) {
+	if _, err := os.Lstat(filepath.Join(merged, "etc/motd")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("whited-out etc/motd: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(merged, "etc/keep")); err != nil {
 		t.Errorf("etc/keep: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(merged, "opt/app/old")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(merged, "opt/app/old")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("opaque dir shows old content: %v", err)
 	}
 	if b, err := os.ReadFile(filepath.Join(merged, "opt/app/new")); err != nil || string(b) != "new\n" {

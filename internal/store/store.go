@@ -157,7 +157,7 @@ var migrations = []string{
 		created_at INTEGER NOT NULL,
 		PRIMARY KEY (sandbox_id, path)
 	 );`,
-	// 5: egress (issue 7): a sandbox's policy (policy.Spec as JSON), its CA (key sealed with the
+	// 5: egress: a sandbox's policy (policy.Spec as JSON), its CA (key sealed with the
 	// host key), the CA each snapshot was taken with (so sandboxes started from it keep it after
 	// the source sandbox is gone), its placeholders, and the secrets (values sealed with the host
 	// key).
@@ -191,7 +191,7 @@ var migrations = []string{
 		created_at   INTEGER NOT NULL,
 		updated_at   INTEGER NOT NULL
 	 );`,
-	// 6: isolation runtime per sandbox (issue 8): "runc" or "gvisor".
+	// 6: isolation runtime per sandbox: "runc" or "gvisor".
 	`ALTER TABLE sandboxes ADD COLUMN runtime TEXT NOT NULL DEFAULT 'runc';`,
 	// 7: user namespaces (idmap.go): the first host ID of the sandbox's ID range, 0 = none.
 	// Unique among sandboxes that have one; deleting the row releases the range.

@@ -1,6 +1,6 @@
 package main
 
-// The code interpreter benchmark (issue 6), `go run ./test/bench -code`: per language, with the
+// The code interpreter benchmark, `go run ./test/bench -code`: per language, with the
 // pool warm, a new context + its first run of `1+1` (+ its delete, untimed), and runs of `1+1`
 // on an existing context; the baseline is the same code through a fresh interpreter process
 // (`python3 -c` / `node -e`) exec'd in the same sandbox, which is what a context saves.
@@ -16,7 +16,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// Goals of issue 6.
+// The targets each figure is judged against.
 const (
 	goalCodeCreate = 100 * time.Millisecond
 	goalCodeRun    = 5 * time.Millisecond

@@ -26,7 +26,7 @@ import (
 	"github.com/hutchdev/hutch/internal/store"
 )
 
-// The -egress mode (issue 7, EGRESS.md §8.3): hutchd's egress path against a direct
+// The -egress mode (EGRESS.md §8.3): hutchd's egress path against a direct
 // connection to the same server, in one run.
 //
 //	go run ./test/bench -egress [-m 200] [-egress-rounds 5] [-egress-size 1073741824]

@@ -1,6 +1,6 @@
 package main
 
-// The CPU fairness benchmark (issue 8), `go run ./test/bench -fairness`: the exec round trip
+// The CPU fairness benchmark, `go run ./test/bench -fairness`: the exec round trip
 // (Exec("true") through the API) of an idle sandbox of -type, measured while a second sandbox
 // is quiet and while it spins 4 busy loops per host CPU. The busy sandbox is a standard-4, whose
 // CPU quota (4 CPUs) does not stop it on a host of fewer CPUs: only the cgroup CPU weights

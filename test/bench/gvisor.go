@@ -10,7 +10,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 )
 
-// runGVisor is the -gvisor mode (issue 8): create → first exec and the exec round trip through
+// runGVisor is the -gvisor mode: create → first exec and the exec round trip through
 // the API, for sandboxes of the runc and of the gvisor runtime of one hutchd, in the same run.
 // Iterations alternate between the runtimes (the order flips every iteration) so machine noise
 // hits both alike; one untimed warm-up of each comes first.

@@ -1,6 +1,6 @@
 package main
 
-// The lifecycle headline (issue 4), `go run ./test/bench -headline`: one run on real input.
+// The lifecycle headline, `go run ./test/bench -headline`: one run on real input.
 //
 //	(a) a new sandbox, GitCheckout of a Node project (testdata/headline: axios's dependencies
 //	    and devDependencies, with a lock file) from a git server on the host, `npm ci` from the
@@ -58,7 +58,7 @@ const (
 	refStartCloneInstall = 30 * time.Second
 	refRestore           = 2 * time.Second
 
-	// Goals of issue 4.
+	// The targets each figure is judged against.
 	goalRestoreCached = 200 * time.Millisecond
 	goalRestoreBlob   = 1500 * time.Millisecond
 	goalBackup        = 1500 * time.Millisecond

@@ -19,7 +19,7 @@
 // or /var/lib/hutch/images; the default image is built there if missing, which takes minutes),
 // and removes everything it created when it ends, also on error or Ctrl-C.
 //
-// With -headline it measures the sandbox lifecycle on real input instead (issue 4): npm ci of
+// With -headline it measures the sandbox lifecycle on real input instead: npm ci of
 // a large dependency tree, backup, restore, snapshot and fork of 4; see headline.go.
 //
 // Usage, as root, from the repository root:
@@ -71,13 +71,13 @@ type config struct {
 	instanceType string // sandbox size, also the baselines' cgroup limits
 	imagesDir    string
 	keepWork     bool
-	headline     bool          // run the lifecycle headline (issue 4) instead
-	code         bool          // run the code interpreter benchmark (issue 6) instead
+	headline     bool          // run the lifecycle headline instead
+	code         bool          // run the code interpreter benchmark instead
 	codeRefill   time.Duration // with -code: pause between create cycles (the pool refills)
 	hn           int           // iterations of the headline's cheap steps
-	gvisor       bool          // compare the gvisor runtime with runc instead (issue 8)
-	fairness     bool          // run the CPU fairness benchmark (issue 8) instead
-	memory       bool          // run the memory sleep benchmark (issue 8) instead
+	gvisor       bool          // compare the gvisor runtime with runc instead
+	fairness     bool          // run the CPU fairness benchmark instead
+	memory       bool          // run the memory sleep benchmark instead
 	diskQuota    string        // hutchd's --disk-quota: on or off
 	userNS       string        // hutchd's --userns: on or off
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
-// runMemory is the -memory mode (issue 8): sleep and wake of a gVisor sandbox that holds a
+// runMemory is the -memory mode: sleep and wake of a gVisor sandbox that holds a
 // Python code context and a background process, with memory sleeps (hutchd --sleep-memory on:
 // runsc checkpoint and restore) against disk-only sleeps (--sleep-memory off: processes stop,
 // the wake starts the sandbox afresh) of the same sandbox, each on a hutchd of its own in turn,

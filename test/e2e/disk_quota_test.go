@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,7 +148,7 @@ func TestDiskQuota(t *testing.T) {
 	if err := a.Destroy(ctxT(t, time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(sbDir); !os.IsNotExist(err) {
+	if _, err := os.Stat(sbDir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("sandbox directory after destroy: %v", err)
 	}
 	waitNoLoops(t, "/sandboxes/"+id+"/")
@@ -183,7 +185,7 @@ func TestDiskQuotaOff(t *testing.T) {
 		restartWith(t, "--disk-quota", "off")
 		plain := sandbox(t, "e2e-quota-plain", &client.SandboxOptions{InstanceType: "lite"})
 		mustExec(t, plain, "echo plain > /workspace/f")
-		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a sandbox made with quotas off has a disk image: %v", err)
 		}
 		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "upper", "workspace", "f")); err != nil {
@@ -207,7 +209,7 @@ func TestDiskQuotaOff(t *testing.T) {
 		if got := mustExec(t, plain, "cat /workspace/f"); got != "plain\n" {
 			t.Errorf("plain sandbox with quotas on: %q", got)
 		}
-		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(sandboxes, plain.ID(), "disk.img")); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("a sandbox from before quotas got a disk image: %v", err)
 		}
 	})

@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -228,7 +230,7 @@ func TestEgressPolicyAPI(t *testing.T) {
 	if _, err := sb.Egress(ctx); !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {
 		t.Errorf("policy of a destroyed sandbox: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dm.StateDir, "sandboxes", "pol-a", "egress.jsonl")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dm.StateDir, "sandboxes", "pol-a", "egress.jsonl")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("audit log outlived its sandbox: %v", err)
 	}
 	sb2, err := c.Sandbox(ctx, "pol-a", nil)

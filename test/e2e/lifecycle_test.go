@@ -284,7 +284,7 @@ func TestSleepSessionsAndExplicitAPI(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &o, &e
 		err := cmd.Run()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			code = ee.ExitCode()
 		} else if err != nil {
 			t.Fatal(err)

@@ -13,7 +13,7 @@ func TestRestartKeepsDiskAfterEgress(t *testing.T) {
 	requireEnv(t)
 	ctx := ctxT(t, 5*time.Minute)
 	sb := sandbox(t, "e2e-restart-disk", nil)
-	mustExec(t, sb, "echo precious > /workspace/keep.txt; getent hosts deb.debian.org >/dev/null || true")
+	mustExec(t, sb, "echo precious > /workspace/keep.txt; getent hosts example.com >/dev/null || true")
 	if _, err := sb.Sleep(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -83,7 +84,7 @@ func TestShellTmux(t *testing.T) {
 	cmd.Env = append(cmd.Environ(), "HUTCH_URL="+d.URL(), "HUTCH_TOKEN="+d.Token)
 	cmd.Stdin = strings.NewReader("echo piped-$((1+1)); exit 4\n")
 	out, err := cmd.Output()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 4 || !strings.Contains(string(out), "piped-2") {
+	if ee := (*exec.ExitError)(nil); !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(string(out), "piped-2") {
 		t.Fatalf("hutch shell with a pipe: %v, output %q; want exit 4 and piped-2", err, out)
 	}
 }

@@ -141,7 +141,7 @@ func (m *Manager) refillLocked(lang string) {
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // a pool refill outlives the request that used a kernel
 			k, err := f(ctx, "", nil)
 			cancel()
 			m.mu.Lock()

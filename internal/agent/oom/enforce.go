@@ -64,8 +64,8 @@ type Enforcer struct {
 	// kill (GuardKillFile): the enforcer kills nothing for guardHoldoff after that time. The
 	// guard writes it before it resumes the sandbox it paused to list it, and while its kill of
 	// a process group takes effect the group's dying processes hold no memory the enforcer can
-	// see, so it would choose an innocent process (a breaker saw a background command's shell
-	// killed in 6 of 7 runs).
+	// see, so it would choose an innocent process (a background command's shell was killed in
+	// 6 of 7 runs).
 	GuardKill string
 	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
 	// 250 ms (see the type's comment).
@@ -291,7 +291,7 @@ type candidate struct {
 // The group comes first, unlike Linux, for fork bombs: their memory is spread over many small
 // processes of one group (each command the agent runs has its own), and Linux's choice, the
 // largest single process, was an innocent one (a background command's shell of 4.8 MB against
-// the bomb's Pythons of ~3.5 MB each; found by a breaker). One process at a time all the same:
+// the bomb's Pythons of ~3.5 MB each). One process at a time all the same:
 // a single hog is still the one killed, since its group adds up to the most, and the rest of
 // a bomb is hutchd's guard's to kill (runsc/guard.go), which kills the whole group.
 func (e *Enforcer) victim() (candidate, bool) {

@@ -2,6 +2,7 @@ package oom
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -107,8 +108,8 @@ func TestEnforcerChoosesLikeLinux(t *testing.T) {
 	os.WriteFile(pressure, []byte("1\n"), 0o644)
 	select {
 	case err := <-werr:
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 			t.Fatalf("the negative-adjusted process ended with %v; want SIGKILL", err)
 		}
 	case <-time.After(30 * time.Second):

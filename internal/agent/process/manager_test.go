@@ -18,7 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/session"
 )
 
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // newTestManager returns a Manager on a fresh session manager; dir may be empty.
 func newTestManager(t *testing.T, cfg Config) *Manager {

@@ -2,6 +2,8 @@ package session
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,7 +59,7 @@ func TestSaveAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m2.Close()
-	if _, err := os.Stat(file); !os.IsNotExist(err) {
+	if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("saved file still there after restore: %v", err)
 	}
 	var ids []string
@@ -110,7 +112,7 @@ func TestRestoreSkipsBadInput(t *testing.T) {
 		if !slices.Equal(ids, want) {
 			t.Fatalf("%s: sessions %v; want %v", name, ids, want)
 		}
-		if _, err := os.Stat(file); !os.IsNotExist(err) {
+		if _, err := os.Stat(file); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("%s: file kept", name)
 		}
 	}

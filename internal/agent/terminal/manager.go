@@ -181,7 +181,7 @@ func (o *Options) normalize() error {
 		return errdefs.Newf(errdefs.CodeInvalidCommand, "shell %q is not an executable file", o.Shell).With("shell", o.Shell)
 	}
 	// The agent's own binary as a "shell" would start a second agent, which takes over the
-	// sandbox's process records (a tester's finding).
+	// sandbox's process records.
 	if self, err := os.Stat("/proc/self/exe"); err == nil && os.SameFile(fi, self) {
 		return errdefs.Newf(errdefs.CodeInvalidCommand, "shell %q is the sandbox's agent, not a shell", o.Shell).With("shell", o.Shell)
 	}
@@ -291,7 +291,7 @@ func (m *Manager) Close() {
 	m.terms = map[string]*Terminal{}
 	m.mu.Unlock()
 	// Bounded: a shutdown (the sandbox going to sleep) must go on to stop the processes.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*m.grace+2*drainWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*m.grace+2*drainWait) //nolint:forbidigo // Close has no ctx; the bound keeps the shutdown going
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, t := range ts {

@@ -217,7 +217,7 @@ func (t *Terminal) waitLoop() {
 	}
 	// As a real terminal hang-up: the processes left in the shell's session (jobs it started)
 	// get SIGHUP, then SIGKILL after the grace. Processes that left the session are not touched.
-	t.signalTree(context.Background(), false)
+	t.signalTree(context.Background(), false) //nolint:forbidigo // the shell has ended: the hang-up belongs to no request
 	select {
 	case <-t.readerDone:
 	case <-time.After(drainWait):

@@ -327,7 +327,7 @@ func (l *Log) write(e Event) error {
 			if i > 1 {
 				from = path + "." + strconv.Itoa(i-1)
 			}
-			os.Rename(from, path+"."+strconv.Itoa(i))
+			_ = os.Rename(from, path+"."+strconv.Itoa(i)) // a missing older file is normal
 		}
 		size = 0
 	}

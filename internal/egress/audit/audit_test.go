@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,7 +84,7 @@ func TestEmitReadRotate(t *testing.T) {
 		t.Errorf("after restart: %+v", evs)
 	}
 	l2.Remove("sb1")
-	if _, err := os.Stat(filepath.Join(root, "sb1")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(root, "sb1")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Remove left %v", err)
 	}
 }

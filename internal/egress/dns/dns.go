@@ -241,7 +241,7 @@ func (s *Server) answer(remote net.Addr, r *mdns.Msg) *mdns.Msg {
 		s.audit(id, q, q.Name, m, "deny", "invalid name")
 		return m
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout) //nolint:forbidigo // one DNS query, served by the DNS library's callback without a ctx
 	defer cancel()
 	upstream := s.cfg.IsUpstream(host)
 	if blocked.DeniedName(host) && !upstream {

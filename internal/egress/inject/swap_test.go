@@ -81,9 +81,7 @@ func TestPlaceholderViolations(t *testing.T) {
 		{"other host, basic", "evil.example.test", "https://evil.example.test/", "", map[string]string{"Authorization": "Basic " + b64}, "header:authorization"},
 		{"other host, json body", "evil.example.test", "https://evil.example.test/", `{"key":"` + ph + `"}`, nil, "body"},
 	} {
-		s, _ := testSet(t, nil, "")
-		// Rebind the set to this test's token.
-		s = NewSet([]policy.Placeholder{{Secret: "OPENAI", Hosts: []string{"api.example.test"}, Prefix: "sk-"}}, map[string]string{"OPENAI": tok})
+		s := NewSet([]policy.Placeholder{{Secret: "OPENAI", Hosts: []string{"api.example.test"}, Prefix: "sk-"}}, map[string]string{"OPENAI": tok})
 		r := newReq(t, "POST", tc.target, tc.body, tc.hdr)
 		res, err := s.Apply(context.Background(), tc.host, r, value)
 		if !errors.Is(err, ErrViolation) || len(res.Violations) == 0 || res.Violations[0].Location != tc.loc || res.Violations[0].Secret != "OPENAI" {

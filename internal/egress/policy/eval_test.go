@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -66,8 +67,8 @@ func TestPatternCovers(t *testing.T) {
 
 const sample = `{
   "mode": "allowlist",
-  "allow": ["api.example.test", "*.npmjs.org", "github.com", "plain.example.test"],
-  "deny": ["bad.npmjs.org"],
+  "allow": ["api.example.test", "*.pkgs.example.net", "github.com", "plain.example.test"],
+  "deny": ["bad.pkgs.example.net"],
   "ports": [2222],
   "rules": [
     {"id": "msgs", "hosts": ["api.example.test"], "match": {"methods": ["POST"], "path": {"prefix": "/v1/messages"}},
@@ -77,7 +78,7 @@ const sample = `{
     {"id": "git", "hosts": ["github.com"], "action": "inject", "inject": {"basicAuth": {"username": "x-access-token", "password": "${secrets.GH}"}}},
     {"id": "hook", "hosts": ["hooks.internal.test"], "action": "handler", "handler": "ops"}
   ],
-  "placeholders": [{"secret": "OPENAI", "hosts": ["*.npmjs.org"]}]
+  "placeholders": [{"secret": "OPENAI", "hosts": ["*.pkgs.example.net"]}]
 }`
 
 func mustCompile(t *testing.T, js string) *Compiled {
@@ -103,12 +104,12 @@ func TestEvaluate(t *testing.T) {
 	}{
 		{KindDNS, "api.example.test", 0, Allow},
 		{KindDNS, "evil.example.test", 0, Deny},
-		{KindDNS, "registry.npmjs.org", 0, Allow},
-		{KindDNS, "npmjs.org", 0, Deny},
-		{KindDNS, "bad.npmjs.org", 0, Deny},
+		{KindDNS, "registry.pkgs.example.net", 0, Allow},
+		{KindDNS, "pkgs.example.net", 0, Deny},
+		{KindDNS, "bad.pkgs.example.net", 0, Deny},
 		{KindDNS, "hooks.internal.test", 0, Allow}, // handler hosts are implicitly allowed
 		{KindTLS, "api.example.test", 443, Intercept},
-		{KindTLS, "registry.npmjs.org", 443, Intercept}, // placeholder host
+		{KindTLS, "registry.pkgs.example.net", 443, Intercept}, // placeholder host
 		{KindTLS, "github.com", 443, Intercept},
 		{KindTLS, "github.com", 8443, Deny},
 		{KindTLS, "plain.example.test", 443, Intercept}, // *.example.test rule
@@ -158,7 +159,7 @@ func TestRequest(t *testing.T) {
 		{"api.example.test", "POST", "//v1//messages", Allow, "msgs"},
 		{"plain.example.test", "GET", "/", Allow, "wild"},
 		{"github.com", "GET", "/acme/repo.git/info/refs", Allow, "git"},
-		{"registry.npmjs.org", "GET", "/", Allow, ""},
+		{"registry.pkgs.example.net", "GET", "/", Allow, ""},
 		{"evil.example.test", "GET", "/", Deny, ""},
 	}
 	for _, tt := range tests {
@@ -171,7 +172,7 @@ func TestRequest(t *testing.T) {
 			t.Errorf("Request(%s %s %s) = %v rule %q (%s); want %v rule %q", tt.host, tt.method, tt.path, d.Action, id, d.Reason, tt.want, tt.rule)
 		}
 	}
-	if ph := c.PlaceholdersFor("registry.npmjs.org"); len(ph) != 1 || ph[0].Secret != "OPENAI" {
+	if ph := c.PlaceholdersFor("registry.pkgs.example.net"); len(ph) != 1 || ph[0].Secret != "OPENAI" {
 		t.Errorf("PlaceholdersFor = %v", ph)
 	}
 }
@@ -266,9 +267,7 @@ func TestValidate(t *testing.T) {
 }
 
 func asErr(err error, e **errdefs.Error) bool {
-	x, ok := err.(*errdefs.Error)
-	*e = x
-	return ok
+	return errors.As(err, e)
 }
 
 func TestExpand(t *testing.T) {

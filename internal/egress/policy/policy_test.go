@@ -14,7 +14,7 @@ func TestCanonicalHost(t *testing.T) {
 		{"Example.COM", "example.com"},
 		{"example.com.", "example.com"},
 		{"example.com:8080", "example.com"},
-		{"registry.npmjs.org:443", "registry.npmjs.org"},
+		{"registry.pkgs.example.net:443", "registry.pkgs.example.net"},
 		{"_dmarc.example.com", "_dmarc.example.com"},
 		{"xn--bcher-kva.example", "xn--bcher-kva.example"},
 		{"localhost", "localhost"},

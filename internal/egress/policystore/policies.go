@@ -93,7 +93,9 @@ func (e *Policies) Load(ctx context.Context) error {
 		return err
 	}
 	for _, row := range rows {
-		e.eg.SetPolicy(row.SandboxID, e.compileStored(row))
+		if err := e.eg.SetPolicy(row.SandboxID, e.compileStored(row)); err != nil {
+			e.log.Warn("stored egress policy not installed", "sandbox_id", row.SandboxID, "err", err)
+		}
 	}
 	if len(rows) > 0 {
 		e.log.Info("egress policies loaded", "count", len(rows))
@@ -130,7 +132,9 @@ func (e *Policies) ensure(ctx context.Context, rec store.Sandbox) error {
 	row, err := e.db.GetEgressPolicy(ctx, rec.ID)
 	switch {
 	case err == nil:
-		e.eg.SetPolicy(rec.ID, e.compileStored(row))
+		if err := e.eg.SetPolicy(rec.ID, e.compileStored(row)); err != nil {
+			e.log.WarnContext(ctx, "stored egress policy not installed", "sandbox_id", rec.ID, "err", err)
+		}
 		return nil
 	case !errdefs.IsCode(err, errdefs.CodeNotFound):
 		return err
@@ -173,7 +177,7 @@ func (e *Policies) store(ctx context.Context, id string, c *policy.Compiled) err
 // (--upstream, --egress-handler).
 func Lookups(secretExists func(ctx context.Context, name string) bool, upstreams map[string]string, handlers map[string]*webhook.Handler) policy.Lookups {
 	return policy.Lookups{
-		Secret:   func(name string) bool { return secretExists(context.Background(), name) },
+		Secret:   func(name string) bool { return secretExists(context.Background(), name) }, //nolint:forbidigo // policy.Lookups.Secret takes no ctx
 		Upstream: func(name string) bool { _, ok := upstreams[name]; return ok },
 		Handler:  func(name string) bool { return handlers[name] != nil },
 	}

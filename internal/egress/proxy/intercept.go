@@ -79,7 +79,7 @@ func (p *Proxy) newInterceptor(cfg InterceptConfig) *interceptor {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		ic.srv.Serve(ic.ln)
+		_ = ic.srv.Serve(ic.ln) // ends when the listener closes
 	}()
 	return ic
 }
@@ -154,7 +154,7 @@ func (p *Proxy) icTransport(sandboxID, upstream string) *http.Transport {
 // connection to the intercept server. It returns when the connection is closed.
 func (p *Proxy) intercept(c *conn, host string, peeked []byte, log *slog.Logger) {
 	ic := p.icpt
-	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), helloTimeout) //nolint:forbidigo // a proxied connection is its own root; the timeout bounds it
 	leaf, err := ic.cfg.Leaf(ctx, c.sandboxID, host)
 	cancel()
 	if err != nil {

@@ -124,7 +124,7 @@ func (p *Proxy) serveOther(c *conn) {
 		refuse("no name was resolved to this address through hutchd's DNS")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout) //nolint:forbidigo // a proxied connection is its own root; the timeout bounds it
 	defer cancel()
 	var host, reason string
 	for _, n := range names {

@@ -86,7 +86,7 @@ func feed(t *testing.T, data []byte, size int) net.Conn {
 }
 
 func TestPeekClientHello(t *testing.T) {
-	hello := clientHello(t, "Registry.NPMJS.org")
+	hello := clientHello(t, "Registry.PKGS.Example.net")
 	tests := []struct {
 		name  string
 		data  []byte
@@ -94,9 +94,9 @@ func TestPeekClientHello(t *testing.T) {
 		sni   string
 		ok    bool
 	}{
-		{"one segment", hello, len(hello), "registry.npmjs.org", true},
-		{"byte by byte", hello, 1, "registry.npmjs.org", true},
-		{"two records", twoRecords(hello), 100, "registry.npmjs.org", true},
+		{"one segment", hello, len(hello), "registry.pkgs.example.net", true},
+		{"byte by byte", hello, 1, "registry.pkgs.example.net", true},
+		{"two records", twoRecords(hello), 100, "registry.pkgs.example.net", true},
 		{"no sni", clientHello(t, ""), 4096, "", true},
 		{"plain http", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 4096, "", false},
 	}

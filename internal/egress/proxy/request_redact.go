@@ -78,7 +78,7 @@ func (p *Proxy) policyPairs(ctx context.Context, pol *policy.Compiled, set *inje
 			continue
 		}
 		for _, tmpl := range in.SetHeaders {
-			policy.Expand(tmpl, secret)
+			_, _ = policy.Expand(tmpl, secret) // for secret's side effect: it collects the values to redact
 		}
 		if ba := in.BasicAuth; ba != nil {
 			u, uerr := policy.Expand(ba.Username, secret)

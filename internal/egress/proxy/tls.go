@@ -48,7 +48,7 @@ func (p *Proxy) serveTLS(c *conn) {
 		return
 	}
 	port := int(c.orig.Port())
-	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), dialTimeout) //nolint:forbidigo // a proxied connection is its own root; the timeout bounds it
 	defer cancel()
 	d := p.cfg.Policy.Decide(ctx, policy.Request{SandboxID: c.sandboxID, Kind: policy.KindTLS, Host: host, Port: port, Upstream: upstream})
 	if d.Action == policy.Intercept && p.icpt != nil {
@@ -98,10 +98,10 @@ func splice(client *net.TCPConn, up net.Conn) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		io.Copy(up, client)
+		_, _ = io.Copy(up, client) // either side ending ends the relay
 		closeWrite(up)
 	}()
-	io.Copy(client, up)
+	_, _ = io.Copy(client, up)
 	client.CloseWrite()
 	<-done
 }

@@ -105,11 +105,11 @@ func (d *Driver) StartDetached(ctx context.Context, spec runtime.Spec, l Launch)
 // CleanUpFailed removes what a failed op (a start) of container id left (Delete with force),
 // with a fresh context: ctx may be the reason it failed. err is the failure, logged.
 func (d *Driver) CleanUpFailed(ctx context.Context, op, id string, err error) {
-	d.log.Warn("container "+op+" failed", "id", id, "err", err)
+	d.log.Warn("container "+op+" failed", "sandbox_id", id, "err", err)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if derr := d.Delete(cctx, id, true); derr != nil {
-		d.log.Error("cleanup after failed "+op, "id", id, "err", derr)
+		d.log.Error("cleanup after failed "+op, "sandbox_id", id, "err", derr)
 	}
 }
 
@@ -183,7 +183,7 @@ func (d *Driver) Delete(ctx context.Context, id string, force bool) error {
 		// The binary may fail to remove a cgroup whose last processes are still exiting, or
 		// a container whose processes died under it; the sweep kills what is left and
 		// removes the cgroups, then a second delete removes the binary's state.
-		d.log.Warn(d.name+" delete failed; sweeping cgroups", "id", id, "err", err)
+		d.log.Warn(d.name+" delete failed; sweeping cgroups", "sandbox_id", id, "err", err)
 		if serr := d.sweepCgroups(ctx, id); serr != nil {
 			return errors.Join(err, serr)
 		}
@@ -197,7 +197,7 @@ func (d *Driver) Delete(ctx context.Context, id string, force bool) error {
 	if err := os.RemoveAll(d.Bundle(id)); err != nil {
 		return fmt.Errorf("%s delete %s: remove bundle: %w", d.name, id, err)
 	}
-	d.log.Info("container deleted", "id", id, "force", force)
+	d.log.Info("container deleted", "sandbox_id", id, "force", force)
 	return nil
 }
 

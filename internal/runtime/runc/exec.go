@@ -90,7 +90,7 @@ func (r *Runtime) RunOnce(ctx context.Context, spec runtime.Spec) (int, error) {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := r.Delete(cctx, spec.ID, true); err != nil {
-			r.log.Error("cleanup after run", "id", spec.ID, "err", err)
+			r.log.Error("cleanup after run", "sandbox_id", spec.ID, "err", err)
 		}
 	}()
 	stdin, out, err := r.cli.OpenStdio(spec.LogPath)

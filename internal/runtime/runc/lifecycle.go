@@ -67,7 +67,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (runtime.State, 
 		r.cli.CleanUpFailed(ctx, "start", spec.ID, err)
 		return runtime.State{}, err
 	}
-	r.log.Info("container started", "id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.log.Info("container started", "sandbox_id", spec.ID, "pid", st.Pid, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	return st, nil
 }
 

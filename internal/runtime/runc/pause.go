@@ -34,7 +34,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	if !ok {
 		return err
 	}
-	r.log.DebugContext(ctx, "freezer could not catch throttled tasks; lifting the CPU quota to freeze", "id", id, "err", err)
+	r.log.DebugContext(ctx, "freezer could not catch throttled tasks; lifting the CPU quota to freeze", "sandbox_id", id, "err", err)
 	if _, uerr := r.runSimple(ctx, "update", id, "update", "--cpu-quota", "-1", id); uerr != nil {
 		return errors.Join(err, uerr)
 	}
@@ -52,7 +52,7 @@ func (r *Runtime) Pause(ctx context.Context, id string) error {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if _, uerr := r.runSimple(rctx, "update", id, "update", "--cpu-period", strconv.FormatUint(period, 10), "--cpu-quota", strconv.FormatInt(quota, 10), id); uerr != nil {
-		r.log.ErrorContext(rctx, "restoring the CPU quota after a freeze failed", "id", id, "err", uerr)
+		r.log.ErrorContext(rctx, "restoring the CPU quota after a freeze failed", "sandbox_id", id, "err", uerr)
 		if err == nil {
 			_, _ = r.runSimple(rctx, "resume", id, "resume", id)
 		}
@@ -105,9 +105,9 @@ func (r *Runtime) Adopt(id string) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) //nolint:forbidigo // Adopt takes no ctx; the bound keeps a recovery going
 	defer cancel()
 	if _, err := r.runSimple(ctx, "update", id, "update", "--cpu-period", strconv.FormatUint(period, 10), "--cpu-quota", strconv.FormatInt(quota, 10), id); err != nil {
-		r.log.ErrorContext(ctx, "put back the CPU quota of an adopted container", "id", id, "err", err)
+		r.log.ErrorContext(ctx, "put back the CPU quota of an adopted container", "sandbox_id", id, "err", err)
 	}
 }

@@ -110,7 +110,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, dir string) error {
 		}
 		return r.cli.Error("checkpoint", id, err, checkpointReason(msg))
 	}
-	r.log.Info("container checkpointed", "id", id, "image", dir, "took", time.Since(started).Round(time.Microsecond))
+	r.log.Info("container checkpointed", "sandbox_id", id, "image", dir, "took", time.Since(started).Round(time.Microsecond))
 	return nil
 }
 

@@ -168,13 +168,3 @@ func TestCheckpointSupport(t *testing.T) {
 		t.Errorf("a binary without gVisor: %v, want ErrFailedPrecondition", err)
 	}
 }
-
-func waitFile(t *testing.T, path string) {
-	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-	}
-	t.Fatalf("%s never appeared", path)
-}

@@ -70,7 +70,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, image string) (
 		r.cli.CleanUpFailed(ctx, op, spec.ID, err)
 		return runtime.State{}, err
 	}
-	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
+	r.log.Info("container "+map[string]string{"start": "started", "restore": "restored"}[op], "sandbox_id", spec.ID, "pid", st.Pid, "image", image, "took", time.Since(started).Round(time.Microsecond), "limits", ocispec.Describe(spec))
 	r.guard.Start(spec.ID)
 	return st, nil
 }

@@ -270,14 +270,6 @@ serve(u, b"uds-ok\n")
 	e.AssertGone(t, id)
 }
 
-func readAll(c net.Conn) ([]byte, error) {
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	var b bytes.Buffer
-	_, err := b.ReadFrom(c)
-	return b.Bytes(), err
-}
-
 // TestSeccompInSentry checks the profile applied with --oci-seccomp to PID 1 and its
 // descendants (hutch-init and everything it runs): calls outside the allow-list (unshare,
 // ptrace) fail with EPERM inside the sandbox, clone3 answers ENOSYS (the profile's rule, SCMP_ACT_TRACE here)

@@ -99,7 +99,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 	perr := s.pauseUncancelled(ctx, id)
 	phase(&k.Pause)
 	if errors.Is(perr, errdefs.ErrFailedPrecondition) {
-		s.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "id", id, "cause", g.cause, "usage", g.used, "err", perr)
+		s.log.Warn("memory guard: over the trigger, but the sandbox is paused or stopped", "sandbox_id", id, "cause", g.cause, "usage", g.used, "err", perr)
 		return false
 	}
 	paused := perr == nil
@@ -120,10 +120,10 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		// a guard kill (oom.Enforcer.GuardKill), sees it as soon as it runs again.
 		// The cause first: the agent reads it when it sees the new time.
 		if err := s.writeGuardFile(id, filepath.Base(CauseFile), g.cause); err != nil {
-			s.log.Warn("memory guard: cause file", "id", id, "err", err)
+			s.log.Warn("memory guard: cause file", "sandbox_id", id, "err", err)
 		}
 		if err := s.writeGuardFile(id, filepath.Base(KillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
-			s.log.Warn("memory guard: kill file", "id", id, "err", err)
+			s.log.Warn("memory guard: kill file", "sandbox_id", id, "err", err)
 		}
 	}
 	var killed []group
@@ -134,7 +134,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		}
 		kerr := s.SignalGroup(ctx, id, gr.pgid, unix.SIGKILL)
 		if kerr != nil && !errors.Is(kerr, ErrGroupGone) {
-			s.log.Warn("memory guard: kill while paused", "id", id, "pgid", gr.pgid, "err", kerr)
+			s.log.Warn("memory guard: kill while paused", "sandbox_id", id, "pgid", gr.pgid, "err", kerr)
 			killFailed = true // the rest after the resume
 			break
 		}
@@ -148,13 +148,13 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 	}
 	if paused {
 		if rerr := s.resumeUncancelled(ctx, id); rerr != nil {
-			s.log.Error("memory guard: resume after listing", "id", id, "err", rerr)
+			s.log.Error("memory guard: resume after listing", "sandbox_id", id, "err", rerr)
 			return false
 		}
 	}
 	phase(&k.Resume)
 	if !ok {
-		s.log.Warn("memory guard: nothing to kill", "id", id, "cause", g.cause, "usage", g.used, "processes", total,
+		s.log.Warn("memory guard: nothing to kill", "sandbox_id", id, "cause", g.cause, "usage", g.used, "processes", total,
 			"needed", g.minProcs, "paused", paused, "pause_err", perr, "err", err)
 		return false
 	}
@@ -178,7 +178,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		k.PGID = killed[0].pgid
 	}
 	s.log.Warn("memory guard: killed process groups of a sandbox near its host limits",
-		"id", id, "cause", g.cause, "pgid", k.PGID, "groups", k.Groups, "processes", k.Processes, "rounds", rounds,
+		"sandbox_id", id, "cause", g.cause, "pgid", k.PGID, "groups", k.Groups, "processes", k.Processes, "rounds", rounds,
 		"paused", paused, "pause_err", perr,
 		"pause", k.Pause.Round(time.Millisecond), "list", k.List.Round(time.Millisecond),
 		"resume", k.Resume.Round(time.Millisecond), "kill", k.Kill.Round(time.Millisecond),
@@ -390,7 +390,7 @@ func (s *Supervisor) killGroup(ctx context.Context, id string, pgid int) (rounds
 		if control {
 			kerr = s.SignalGroup(kctx, id, pgid, unix.SIGKILL)
 			if errors.Is(kerr, errNoControl) {
-				s.log.Warn("memory guard: control socket, using runsc kill", "id", id, "err", kerr)
+				s.log.Warn("memory guard: control socket, using runsc kill", "sandbox_id", id, "err", kerr)
 				control = false
 			}
 		}

@@ -105,9 +105,9 @@ func TestSignalGroup(t *testing.T) {
 			switch {
 			case tc.wantErr == nil && err != nil:
 				t.Fatalf("SignalGroup = %v, want success", err)
-			case tc.wantErr == errors.ErrUnsupported && (err == nil || errors.Is(err, ErrGroupGone) || errors.Is(err, errNoControl)):
+			case errors.Is(tc.wantErr, errors.ErrUnsupported) && (err == nil || errors.Is(err, ErrGroupGone) || errors.Is(err, errNoControl)):
 				t.Fatalf("SignalGroup = %v, want the Sentry's refusal", err)
-			case tc.wantErr != nil && tc.wantErr != errors.ErrUnsupported && !errors.Is(err, tc.wantErr):
+			case tc.wantErr != nil && !errors.Is(tc.wantErr, errors.ErrUnsupported) && !errors.Is(err, tc.wantErr):
 				t.Fatalf("SignalGroup = %v, want %v", err, tc.wantErr)
 			}
 			if got == nil {

@@ -216,7 +216,7 @@ func (s *Supervisor) Start(id string) {
 	if s.guards.cancel == nil {
 		s.guards.cancel = map[string]context.CancelFunc{}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the guard lives as long as the container, cancelled at its delete
 	s.guards.cancel[id] = cancel
 	go func() {
 		s.guard(ctx, id)
@@ -282,7 +282,7 @@ func (s *Supervisor) guard(ctx context.Context, id string) {
 		if own > 0 && (used > own) != pressure && (used > own || used < own-own/16) {
 			pressure = used > own
 			if err := s.setPressure(id, pressure); err != nil {
-				s.log.Warn("memory guard: pressure file", "id", id, "err", err)
+				s.log.Warn("memory guard: pressure file", "sandbox_id", id, "err", err)
 			}
 		}
 		now := time.Now()

@@ -33,12 +33,12 @@ func (s *Supervisor) liftCPUQuota(id string) (restore func()) {
 				return func() {}
 			}
 			if err := os.WriteFile(path, []byte(lifted), 0); err != nil {
-				s.log.Warn("memory guard: lift the CPU quota", "id", id, "err", err)
+				s.log.Warn("memory guard: lift the CPU quota", "sandbox_id", id, "err", err)
 				return func() {}
 			}
 			return func() {
 				if err := os.WriteFile(path, bytes.TrimSpace(old), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					s.log.Warn("memory guard: restore the CPU quota", "id", id, "err", err)
+					s.log.Warn("memory guard: restore the CPU quota", "sandbox_id", id, "err", err)
 				}
 			}
 		}
