@@ -30,6 +30,9 @@ const (
 	CodeImageBuildFailed   Code = "IMAGE_BUILD_FAILED"
 	CodeSandboxStartFailed Code = "SANDBOX_START_FAILED"
 	CodeAgentUnavailable   Code = "AGENT_UNAVAILABLE"
+	// CodeAgentProtocol: the sandbox's agent speaks another agent protocol version than
+	// hutchd (internal/agentapi.Version); context: want, got.
+	CodeAgentProtocol Code = "AGENT_PROTOCOL_MISMATCH"
 
 	// Runtimes (issue 8). CodeInvalidRuntime: a runtime name hutch does not know (context:
 	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
@@ -176,6 +179,7 @@ var codes = map[Code]codeInfo{
 	CodeImageBuildFailed:   {ErrInternal, http.StatusInternalServerError},
 	CodeSandboxStartFailed: {ErrUnavailable, http.StatusServiceUnavailable},
 	CodeAgentUnavailable:   {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeAgentProtocol:      {ErrFailedPrecondition, http.StatusServiceUnavailable},
 
 	CodeInvalidRuntime:      {ErrInvalidArgument, http.StatusBadRequest},
 	CodeRuntimeNotAvailable: {ErrFailedPrecondition, http.StatusServiceUnavailable},
