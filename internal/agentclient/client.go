@@ -41,10 +41,6 @@ type Client struct {
 // New returns the client of sandbox id's agent over tr (requests go to http://agent/api/…).
 func New(id string, tr http.RoundTripper) *Client { return &Client{id: id, tr: tr} }
 
-// Transport is the transport the client sends over.
-func (c *Client) Transport() http.RoundTripper { return c.tr }
-
-
 // send sends one request of route rt and returns the agent's reply, whatever its status.
 func (c *Client) send(ctx context.Context, rt agentapi.Route, pathQuery string, body io.Reader, length int64, h http.Header) (*http.Response, error) {
 	if body == nil {
