@@ -87,7 +87,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 			writeError(w, r, destroyed(id, nil), op)
 			return
 		}
-		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "X-Hutch-Binary", "Content-Disposition"} {
+		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", agentapi.HeaderBinary, "Content-Disposition"} {
 			if v := resp.Header.Get(h); v != "" {
 				w.Header().Set(h, v)
 			}
