@@ -33,6 +33,9 @@ const (
 	// CodeSandboxInvalidTransition: a lifecycle move the sandbox's recorded state does not allow
 	// (its state changed under the operation); context {id, from, to}. Nothing was changed.
 	CodeSandboxInvalidTransition Code = "SANDBOX_INVALID_TRANSITION"
+	// CodeAgentProtocol: the sandbox's agent speaks another agent protocol version than
+	// hutchd (internal/agentapi.Version); context: want, got.
+	CodeAgentProtocol Code = "AGENT_PROTOCOL_MISMATCH"
 
 	// Runtimes. CodeInvalidRuntime: a runtime name hutch does not know (context:
 	// runtime, known). CodeRuntimeNotAvailable: a known runtime this hutchd cannot run (e.g.
@@ -179,6 +182,7 @@ var codes = map[Code]codeInfo{
 	CodeImageBuildFailed:   {ErrInternal, http.StatusInternalServerError},
 	CodeSandboxStartFailed: {ErrUnavailable, http.StatusServiceUnavailable},
 	CodeAgentUnavailable:   {ErrUnavailable, http.StatusServiceUnavailable},
+	CodeAgentProtocol:      {ErrFailedPrecondition, http.StatusServiceUnavailable},
 
 	CodeSandboxInvalidTransition: {ErrConflict, http.StatusConflict},
 

@@ -15,40 +15,21 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/archive"
-)
-
-// Trailers of POST /api/backup/archive. Exactly one is set at the end of a reply that started:
-// the archive is complete only when ArchiveStatsTrailer is present.
-const (
-	// ArchiveStatsTrailer carries the archive.Stats of a complete archive as JSON.
-	ArchiveStatsTrailer = "X-Hutch-Archive-Stats"
-	// ArchiveErrorTrailer carries the errdefs envelope (JSON) of a failure after the reply
-	// started; the body is then a truncated archive.
-	ArchiveErrorTrailer = "X-Hutch-Archive-Error"
-	// WarningHeader carries a warning about the request (repeatable), such as a gitignore
-	// request in a directory git cannot read.
-	WarningHeader = "X-Hutch-Warning"
 )
 
 // gitTimeout bounds the `git ls-files` run of a gitignore archive.
 const gitTimeout = 2 * time.Minute
 
-// ArchiveRequest is the body of POST /api/backup/archive.
-type ArchiveRequest struct {
-	Dir       string   `json:"dir"`                 // absolute directory to archive
-	Excludes  []string `json:"excludes,omitempty"`  // glob patterns (package archive)
-	Gitignore bool     `json:"gitignore,omitempty"` // also leave out what git ignores
-}
-
 // handleBackupArchive: POST /api/backup/archive {dir, excludes?, gitignore?} → 200 with an
-// uncompressed tar of dir (application/x-tar, streamed), trailers ArchiveStatsTrailer or
-// ArchiveErrorTrailer, and WarningHeader lines. dir's symlinks are resolved first and the
+// uncompressed tar of dir (application/x-tar, streamed), trailers agentapi.TrailerArchiveStats or
+// agentapi.TrailerArchiveError, and agentapi.HeaderWarning lines. dir's symlinks are resolved first and the
 // result must be under archive.AllowedRoots. Errors before the reply: INVALID_PATH (not
 // absolute), INVALID_BACKUP_CONFIG (resolves outside the allowed roots), FILE_NOT_FOUND,
 // NOT_DIRECTORY, VALIDATION_FAILED (bad pattern).
 func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) error {
-	var req ArchiveRequest
+	var req agentapi.ArchiveRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -69,35 +50,27 @@ func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) err
 	if req.Gitignore {
 		paths, warning := gitIgnored(r.Context(), dir)
 		if warning != "" {
-			w.Header().Add(WarningHeader, warning)
+			w.Header().Add(agentapi.HeaderWarning, warning)
 			s.log.InfoContext(r.Context(), "backup archive: gitignore not applied", "dir", dir, "warning", warning)
 		}
 		opts.Paths = paths
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
-	w.Header().Set("Trailer", ArchiveStatsTrailer+", "+ArchiveErrorTrailer)
+	w.Header().Set("Trailer", agentapi.TrailerArchiveStats+", "+agentapi.TrailerArchiveError)
 	w.WriteHeader(http.StatusOK)
 	st, err := archive.Write(r.Context(), w, dir, opts)
 	if err != nil {
 		env := errdefs.ToEnvelope(err, "backup.archive")
 		b, _ := json.Marshal(env)
-		w.Header().Set(ArchiveErrorTrailer, string(b))
+		w.Header().Set(agentapi.TrailerArchiveError, string(b))
 		if r.Context().Err() == nil {
 			s.log.WarnContext(r.Context(), "backup archive failed", "dir", dir, "err", err)
 		}
 		return nil
 	}
 	b, _ := json.Marshal(st)
-	w.Header().Set(ArchiveStatsTrailer, string(b))
+	w.Header().Set(agentapi.TrailerArchiveStats, string(b))
 	return nil
-}
-
-// ExtractReply is the reply of POST /api/backup/extract.
-type ExtractReply struct {
-	Success bool   `json:"success"`
-	Dir     string `json:"dir"`
-	archive.Stats
-	Timestamp time.Time `json:"timestamp"`
 }
 
 // handleBackupExtract: POST /api/backup/extract?dir=D with a tar body → {success, dir, files,
@@ -125,7 +98,7 @@ func (s *Server) handleBackupExtract(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, ExtractReply{Success: true, Dir: dir, Stats: st, Timestamp: now()})
+	writeJSON(w, http.StatusOK, agentapi.ExtractReply{Success: true, Dir: dir, Stats: st, Timestamp: now()})
 	return nil
 }
 

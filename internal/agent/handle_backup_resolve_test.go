@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // A dir that resolves outside the allowed roots through a symlink is refused by both
@@ -73,7 +74,7 @@ func TestBackupSymlinkEscape(t *testing.T) {
 	}
 	// Inside the roots a symlink is followed: the content lands in the resolved directory.
 	resp, data = extract(filepath.Join(base, "in/sub"))
-	var rep ExtractReply
+	var rep agentapi.ExtractReply
 	if err := json.Unmarshal(data, &rep); err != nil || resp.StatusCode != http.StatusOK || rep.Dir != filepath.Join(base, "real/sub") {
 		t.Fatalf("extract through an inside symlink: %d %s", resp.StatusCode, data)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // archiveNames posts an archive request and returns the entry names, the reply and its body.
@@ -64,8 +65,8 @@ func TestBackupArchiveGitignore(t *testing.T) {
 	}
 	body, _ := json.Marshal(map[string]any{"dir": repo, "gitignore": true, "excludes": []string{".git"}})
 	names, resp, _ := a.archive(string(body))
-	if resp.StatusCode != http.StatusOK || resp.Header.Get(WarningHeader) != "" {
-		t.Fatalf("status %d, warning %q", resp.StatusCode, resp.Header.Get(WarningHeader))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get(agentapi.HeaderWarning) != "" {
+		t.Fatalf("status %d, warning %q", resp.StatusCode, resp.Header.Get(agentapi.HeaderWarning))
 	}
 	// sub/ holds only ignored files: git lists the directory itself (--directory).
 	want := []string{"./", ".gitignore", "src/", "src/a.js"}
@@ -73,8 +74,8 @@ func TestBackupArchiveGitignore(t *testing.T) {
 		t.Errorf("entries = %v, want %v", names, want)
 	}
 	var st struct{ Files int64 }
-	if err := json.Unmarshal([]byte(resp.Trailer.Get(ArchiveStatsTrailer)), &st); err != nil || st.Files != 2 {
-		t.Errorf("stats trailer %q: %v", resp.Trailer.Get(ArchiveStatsTrailer), err)
+	if err := json.Unmarshal([]byte(resp.Trailer.Get(agentapi.TrailerArchiveStats)), &st); err != nil || st.Files != 2 {
+		t.Errorf("stats trailer %q: %v", resp.Trailer.Get(agentapi.TrailerArchiveStats), err)
 	}
 
 	// Not a repository: a warning, and nothing is excluded by git.
@@ -83,8 +84,8 @@ func TestBackupArchiveGitignore(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(plain, "x.tmp"), []byte("x"), 0o644))
 	body, _ = json.Marshal(map[string]any{"dir": plain, "gitignore": true})
 	names, resp, _ = a.archive(string(body))
-	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(WarningHeader), "not in a git work tree") {
-		t.Errorf("status %d, warning %q", resp.StatusCode, resp.Header.Get(WarningHeader))
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Header.Get(agentapi.HeaderWarning), "not in a git work tree") {
+		t.Errorf("status %d, warning %q", resp.StatusCode, resp.Header.Get(agentapi.HeaderWarning))
 	}
 	if !slices.Equal(names, []string{"./", "x.tmp"}) {
 		t.Errorf("entries = %v", names)
@@ -131,7 +132,7 @@ func TestBackupEndpointsErrors(t *testing.T) {
 		return buf.Bytes()
 	}
 	resp, body := extract(tarOf("hello.txt", "hi", tar.TypeReg, ""))
-	var rep ExtractReply
+	var rep agentapi.ExtractReply
 	if err := json.Unmarshal(body, &rep); err != nil || resp.StatusCode != 200 || !rep.Success || rep.Files != 1 || rep.Dir != target {
 		t.Fatalf("extract: %d %s", resp.StatusCode, body)
 	}

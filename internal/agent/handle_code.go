@@ -13,44 +13,8 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/interp"
 )
 
-// contextsPrefix is the path prefix of the code context endpoints.
-const contextsPrefix = "/api/contexts"
-
 // maxCodeTimeout bounds a run's timeout_ms (24 h).
 const maxCodeTimeout = 24 * time.Hour
-
-// serveCode routes /api/contexts (GET list, POST create), /api/contexts/{cid} (GET, DELETE),
-// /api/contexts/{cid}/run and /api/contexts/{cid}/interrupt (POST).
-func (s *Server) serveCode(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, contextsPrefix)
-	var methods map[string]processRoute
-	id := ""
-	switch {
-	case rest == "":
-		methods = map[string]processRoute{
-			http.MethodGet:  {"code.contexts.list", s.handleContextList},
-			http.MethodPost: {"code.contexts.create", s.handleContextCreate},
-		}
-	case strings.HasPrefix(rest, "/"):
-		var sub string
-		id, sub, _ = strings.Cut(rest[1:], "/")
-		if id == "" {
-			break
-		}
-		switch sub {
-		case "":
-			methods = map[string]processRoute{
-				http.MethodGet:    {"code.contexts.get", s.handleContextGet},
-				http.MethodDelete: {"code.contexts.delete", s.handleContextDelete},
-			}
-		case "run":
-			methods = map[string]processRoute{http.MethodPost: {"code.run", s.handleContextRun}}
-		case "interrupt":
-			methods = map[string]processRoute{http.MethodPost: {"code.interrupt", s.handleContextInterrupt}}
-		}
-	}
-	s.dispatchID(w, r, id, methods)
-}
 
 // contextCreateRequest is the body of POST /api/contexts.
 type contextCreateRequest struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // streamChunk is the most source bytes of one read/stream chunk event.
@@ -78,7 +79,7 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) error {
 	h := w.Header()
 	h.Set("Content-Type", meta.MIME)
 	h.Set("Content-Length", strconv.FormatInt(meta.Size, 10))
-	h.Set("X-Hutch-Binary", strconv.FormatBool(meta.IsBinary))
+	h.Set(agentapi.HeaderBinary, strconv.FormatBool(meta.IsBinary))
 	w.WriteHeader(http.StatusOK)
 	if _, err := io.CopyN(w, f, meta.Size); err != nil {
 		s.log.DebugContext(r.Context(), "raw file read ended early", "path", p, "err", err)

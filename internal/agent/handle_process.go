@@ -16,87 +16,11 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/process"
 )
 
-// processPrefix is the path prefix of the background process endpoints.
-const processPrefix = "/api/process/"
-
 // Kill grace periods, for DELETE /api/process/{id} and /api/process/kill-all.
 const (
 	defaultKillGrace = 5 * time.Second
 	maxKillGrace     = 60 * time.Second
 )
-
-// processRoute is one endpoint of an ID-addressed resource (processes, code contexts).
-type processRoute struct {
-	op string // operation name in error envelopes
-	h  func(w http.ResponseWriter, r *http.Request, id string) error
-}
-
-// serveProcess routes /api/process/… : start, list, kill-all, {id}, {id}/logs, {id}/stream,
-// {id}/wait-log, {id}/wait-port, {id}/wait-exit.
-func (s *Server) serveProcess(w http.ResponseWriter, r *http.Request) {
-	rest := strings.TrimPrefix(r.URL.Path, processPrefix)
-	var methods map[string]processRoute
-	id := ""
-	switch rest {
-	case "start":
-		methods = map[string]processRoute{http.MethodPost: {"process.start", s.handleProcessStart}}
-	case "list":
-		methods = map[string]processRoute{http.MethodGet: {"process.list", s.handleProcessList}}
-	case "kill-all":
-		methods = map[string]processRoute{http.MethodDelete: {"process.killAll", s.handleProcessKillAll}}
-	default:
-		var sub string
-		id, sub, _ = strings.Cut(rest, "/")
-		if id == "" {
-			break
-		}
-		switch sub {
-		case "":
-			methods = map[string]processRoute{
-				http.MethodGet:    {"process.get", s.handleProcessGet},
-				http.MethodDelete: {"process.kill", s.handleProcessKill},
-			}
-		case "logs":
-			methods = map[string]processRoute{http.MethodGet: {"process.logs", s.handleProcessLogs}}
-		case "stream":
-			methods = map[string]processRoute{http.MethodGet: {"process.stream", s.handleProcessStream}}
-		case "wait-log":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitForLog", s.handleProcessWaitLog}}
-		case "wait-port":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitForPort", s.handleProcessWaitPort}}
-		case "wait-exit":
-			methods = map[string]processRoute{http.MethodPost: {"process.waitForExit", s.handleProcessWaitExit}}
-		}
-	}
-	s.dispatchID(w, r, id, methods)
-}
-
-// dispatchID calls the handler methods has for r's method, with the ID parsed from the path:
-// no methods (an unknown path) is 404 NOT_FOUND, another method 405. Process and code context
-// endpoints route this way.
-func (s *Server) dispatchID(w http.ResponseWriter, r *http.Request, id string, methods map[string]processRoute) {
-	if methods == nil {
-		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
-		return
-	}
-	rt, ok := methods[r.Method]
-	if !ok {
-		s.writeOpError(w, r, "", errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
-		return
-	}
-	if err := rt.h(w, r, id); err != nil {
-		s.writeOpError(w, r, rt.op, err)
-	}
-}
-
-// writeOpError sends err as an errdefs envelope naming operation op.
-func (s *Server) writeOpError(w http.ResponseWriter, r *http.Request, op string, err error) {
-	env := errdefs.ToEnvelope(err, op)
-	if env.HTTPStatus >= 500 {
-		s.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "code", env.Code, "err", err)
-	}
-	writeJSON(w, env.HTTPStatus, env)
-}
 
 // processStartRequest is the body of POST /api/process/start.
 type processStartRequest struct {

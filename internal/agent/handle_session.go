@@ -6,16 +6,14 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
-// handlePing: GET /api/ping → {success, status:"healthy", version, timestamp}.
+// handlePing: GET /api/ping → {success, status:"healthy", version, timestamp}, with the
+// protocol version in agentapi.HeaderProtocol.
 func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		Status    string    `json:"status"`
-		Version   string    `json:"version"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, "healthy", s.version, now()})
+	w.Header().Set(agentapi.HeaderProtocol, agentapi.Version)
+	writeJSON(w, http.StatusOK, agentapi.PingReply{Success: true, Status: "healthy", Version: s.version, Timestamp: now()})
 	return nil
 }
 
@@ -63,11 +61,7 @@ func (s *Server) handleSessionSave(w http.ResponseWriter, _ *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		Saved     int       `json:"saved"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, n, now()})
+	writeJSON(w, http.StatusOK, agentapi.SaveSessionsReply{Success: true, Saved: n, Timestamp: now()})
 	return nil
 }
 

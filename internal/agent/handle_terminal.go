@@ -14,10 +14,8 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/terminal"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
-
-// terminalPrefix is the path prefix of one terminal's endpoints (/api/terminals/{tid}).
-const terminalPrefix = "/api/terminals/"
 
 // Terminal WebSocket limits.
 const (
@@ -26,33 +24,7 @@ const (
 	// terminalWriteTimeout bounds one frame write to a viewer; a viewer that does not take a
 	// frame for that long is disconnected (it can reconnect and get the replay).
 	terminalWriteTimeout = 30 * time.Second
-	// TerminalSubprotocol is the WebSocket subprotocol of terminals.
-	TerminalSubprotocol = "hutch.v1"
 )
-
-// serveTerminal routes /api/terminals/{tid}: GET with a WebSocket upgrade attaches, DELETE kills.
-func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request) {
-	tid := strings.TrimPrefix(r.URL.Path, terminalPrefix)
-	var err error
-	op := "terminal.connect"
-	switch r.Method {
-	case http.MethodGet:
-		err = s.handleTerminalConnect(w, r, tid)
-	case http.MethodDelete:
-		op = "terminal.kill"
-		err = s.handleTerminalKill(w, r, tid)
-	default:
-		w.Header().Set("Allow", "GET, DELETE")
-		err = errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path)
-	}
-	if err != nil {
-		env := errdefs.ToEnvelope(err, op)
-		if env.HTTPStatus >= 500 {
-			s.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "code", env.Code, "err", err)
-		}
-		writeJSON(w, env.HTTPStatus, env)
-	}
-}
 
 // handleTerminalList is GET /api/terminals.
 func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) error {
@@ -130,7 +102,7 @@ func (s *Server) handleTerminalConnect(w http.ResponseWriter, r *http.Request, t
 	}
 	defer v.Close()
 	// hutchd is the agent's only client (a unix socket): there is no browser Origin to check.
-	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{TerminalSubprotocol}, InsecureSkipVerify: true})
+	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{Subprotocols: []string{agentapi.TerminalSubprotocol}, InsecureSkipVerify: true})
 	if err != nil {
 		return nil // Accept has answered
 	}

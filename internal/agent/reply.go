@@ -13,32 +13,6 @@ import (
 // maxJSONBody is the largest JSON request body, in bytes (48 MiB).
 const maxJSONBody = 48 << 20
 
-// operations names each endpoint in error envelopes.
-var operations = map[string]string{
-	"/api/ping":           "ping",
-	"/api/session/create": "session.create",
-	"/api/session/list":   "session.list",
-	"/api/session/delete": "session.delete",
-	"/api/execute":        "exec",
-	"/api/execute/stream": "exec.stream",
-	"/api/write":          "file.write",
-	"/api/files":          "file.raw",
-	"/api/read":           "file.read",
-	"/api/read/stream":    "file.read.stream",
-	"/api/list-files":     "file.list",
-	"/api/mkdir":          "file.mkdir",
-	"/api/delete":         "file.delete",
-	"/api/rename":         "file.rename",
-	"/api/move":           "file.move",
-	"/api/exists":         "file.exists",
-	"/api/git/checkout":   "git.checkout",
-	"/api/backup/archive": "backup.archive",
-	"/api/backup/extract": "backup.extract",
-	"/api/watch":          "watch",
-	"/api/watch/check":    "watch.check",
-	"/api/run-code":       "code.run",
-}
-
 func now() time.Time { return time.Now().UTC() }
 
 // writeJSON sends v with the given status.
@@ -53,9 +27,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(b, '\n'))
 }
 
-// writeError sends err as an errdefs envelope with the status of its code.
-func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	env := errdefs.ToEnvelope(err, operations[r.URL.Path])
+// writeError sends err as an errdefs envelope naming operation op, with the status of its code.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, op string, err error) {
+	env := errdefs.ToEnvelope(err, op)
 	if env.HTTPStatus >= 500 {
 		s.log.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "code", env.Code, "err", err)
 	}

@@ -14,10 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/interp"
 	"github.com/hutchdev/hutch/internal/agent/process"
 	"github.com/hutchdev/hutch/internal/agent/session"
@@ -83,12 +81,8 @@ type Server struct {
 	workdir  string
 	version  string
 	log      *slog.Logger
-	routes   map[string]map[string]handlerFunc // path → method → handler
+	router   *router // agentapi.Routes (routes.go)
 }
-
-// handlerFunc handles one endpoint. A returned error is sent as an envelope; a handler that
-// has started its reply (SSE) reports errors itself and returns nil.
-type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // New returns a Server, creating cfg.Workdir and cfg.StateDir.
 func New(cfg Config) (*Server, error) {
@@ -143,63 +137,8 @@ func New(cfg Config) (*Server, error) {
 	s.code.Register("javascript", interp.NewJavaScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))
 	s.code.Register("typescript", interp.NewTypeScriptFactory(interp.JSConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))
 	s.watches = watch.NewManager(watch.Config{Roots: append(slices.Clone(watch.DefaultRoots), s.workdir), Logger: log})
-	s.routes = map[string]map[string]handlerFunc{
-		"/api/ping":           {http.MethodGet: s.handlePing},
-		"/api/session/create": {http.MethodPost: s.handleSessionCreate},
-		"/api/session/list":   {http.MethodGet: s.handleSessionList},
-		"/api/session/delete": {http.MethodPost: s.handleSessionDelete},
-		"/api/session/save":   {http.MethodPost: s.handleSessionSave},
-		"/api/execute":        {http.MethodPost: s.handleExecute},
-		"/api/execute/stream": {http.MethodPost: s.handleExecuteStream},
-		"/api/write":          {http.MethodPost: s.handleWrite},
-		"/api/files":          {http.MethodPut: s.handleFilePut, http.MethodGet: s.handleFileGet},
-		"/api/read":           {http.MethodPost: s.handleRead},
-		"/api/read/stream":    {http.MethodPost: s.handleReadStream},
-		"/api/list-files":     {http.MethodPost: s.handleListFiles},
-		"/api/mkdir":          {http.MethodPost: s.handleMkdir},
-		"/api/delete":         {http.MethodPost: s.handleDelete},
-		"/api/rename":         {http.MethodPost: s.handleRename},
-		"/api/move":           {http.MethodPost: s.handleMove},
-		"/api/exists":         {http.MethodPost: s.handleExists},
-		"/api/git/checkout":   {http.MethodPost: s.handleGitCheckout},
-		"/api/backup/archive": {http.MethodPost: s.handleBackupArchive},
-		"/api/backup/extract": {http.MethodPost: s.handleBackupExtract},
-		"/api/watch":          {http.MethodPost: s.handleWatch},
-		"/api/watch/check":    {http.MethodPost: s.handleWatchCheck},
-		"/api/terminals":      {http.MethodGet: s.handleTerminalList},
-		"/api/run-code":       {http.MethodPost: s.handleRunCode},
-	}
+	s.router = s.newRouter()
 	return s, nil
-}
-
-// ServeHTTP routes a request. Unknown paths give 404 NOT_FOUND, known paths with another
-// method 405 METHOD_NOT_ALLOWED.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, processPrefix) {
-		s.serveProcess(w, r)
-		return
-	}
-	if strings.HasPrefix(r.URL.Path, terminalPrefix) {
-		s.serveTerminal(w, r)
-		return
-	}
-	if r.URL.Path == contextsPrefix || strings.HasPrefix(r.URL.Path, contextsPrefix+"/") {
-		s.serveCode(w, r)
-		return
-	}
-	methods, ok := s.routes[r.URL.Path]
-	if !ok {
-		s.writeError(w, r, errdefs.Newf(errdefs.CodeNotFound, "unknown endpoint %s %s", r.Method, r.URL.Path))
-		return
-	}
-	h, ok := methods[r.Method]
-	if !ok {
-		s.writeError(w, r, errdefs.Newf(errdefs.CodeMethodNotAllowed, "method %s not allowed on %s", r.Method, r.URL.Path))
-		return
-	}
-	if err := h(w, r); err != nil {
-		s.writeError(w, r, err)
-	}
 }
 
 // Serve serves on ln until ctx ends, then saves the sessions (Config.SessionFile), cancels the

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // wsFrame is a server → viewer text frame.
@@ -26,7 +28,7 @@ type wsFrame struct {
 // dialTerminal connects to /api/terminals/{tid}?query and returns the connection and its ready frame.
 func (a *testAgent) dialTerminal(ctx context.Context, tid, query string) (*websocket.Conn, wsFrame) {
 	a.t.Helper()
-	c, _, err := websocket.Dial(ctx, "ws://agent/api/terminals/"+tid+"?"+query, &websocket.DialOptions{HTTPClient: a.client, Subprotocols: []string{TerminalSubprotocol}})
+	c, _, err := websocket.Dial(ctx, "ws://agent/api/terminals/"+tid+"?"+query, &websocket.DialOptions{HTTPClient: a.client, Subprotocols: []string{agentapi.TerminalSubprotocol}})
 	if err != nil {
 		a.t.Fatalf("dial terminal %s: %v", tid, err)
 	}

@@ -24,7 +24,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"path"
 	"runtime"
 	"strings"
@@ -33,6 +32,7 @@ import (
 	"unicode"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/store"
@@ -58,9 +58,9 @@ const (
 var AllowedRoots = archive.AllowedRoots
 
 // Agents reaches sandbox agents; *sandbox.Manager implements it. Ensure starts the sandbox if
-// needed and returns a transport to its agent (requests go to http://agent/api/...).
+// needed and returns the client of its agent.
 type Agents interface {
-	Ensure(ctx context.Context, id string) (http.RoundTripper, error)
+	Ensure(ctx context.Context, id string) (*agentclient.Client, error)
 }
 
 // Config configures a Service.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent"
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -21,9 +22,9 @@ import (
 // agents serves real agents (in this process, on unix sockets) as "sandboxes".
 type agents map[string]http.RoundTripper
 
-func (a agents) Ensure(_ context.Context, id string) (http.RoundTripper, error) {
+func (a agents) Ensure(_ context.Context, id string) (*agentclient.Client, error) {
 	if tr, ok := a[id]; ok {
-		return tr, nil
+		return agentclient.New(id, tr), nil
 	}
 	return nil, errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"sync"
 	"time"
@@ -15,16 +14,10 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
-)
-
-// Agent protocol names (api/agent.md "Backups"; the agent package defines the same).
-const (
-	statsTrailer  = "X-Hutch-Archive-Stats"
-	errorTrailer  = "X-Hutch-Archive-Error"
-	warningHeader = "X-Hutch-Warning"
 )
 
 // cleanupTimeout bounds the removal of a failed backup's blobs.
@@ -60,7 +53,7 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 		return Backup{}, err
 	}
 	defer unlock()
-	tr, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	agent, err := s.cfg.Agents.Ensure(ctx, sandboxID)
 	if err != nil {
 		return Backup{}, err
 	}
@@ -90,17 +83,12 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 		defer stop() // before root.Close
 
 	} else {
-		body, _ := json.Marshal(struct {
-			Dir       string   `json:"dir"`
-			Excludes  []string `json:"excludes,omitempty"`
-			Gitignore bool     `json:"gitignore,omitempty"`
-		}{dir, req.Excludes, req.Gitignore})
-		resp, err := agentCall(ctx, tr, "/api/backup/archive", bytes.NewReader(body), "application/json")
+		a, err := agent.Archive(ctx, agentapi.ArchiveRequest{Dir: dir, Excludes: req.Excludes, Gitignore: req.Gitignore})
 		if err != nil {
 			return Backup{}, err
 		}
-		defer resp.Body.Close()
-		src, finish, warnings = resp.Body, func() error { return agentTrailers(resp) }, resp.Header.Values(warningHeader)
+		defer a.Body.Close()
+		src, finish, warnings = a.Body, a.Complete, a.Warnings
 	}
 	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: time.Now().UTC(), Warnings: warnings}
 	b.ExpiresAt = b.CreatedAt.Add(ttl)
@@ -161,22 +149,6 @@ func (s *Service) compress(w io.Writer, src io.Reader, finish func() error, tarB
 	}
 	if err := enc.Close(); err != nil {
 		return fmt.Errorf("zstd: %w", err)
-	}
-	return nil
-}
-
-// agentTrailers checks the agent's reply trailers: the archive is complete only when the agent
-// says so.
-func agentTrailers(resp *http.Response) error {
-	if v := resp.Trailer.Get(errorTrailer); v != "" {
-		var env errdefs.Envelope
-		if json.Unmarshal([]byte(v), &env) == nil && env.Code != "" {
-			return env.Err()
-		}
-		return errdefs.Newf(errdefs.CodeInternal, "agent: archive failed: %s", v)
-	}
-	if resp.Trailer.Get(statsTrailer) == "" {
-		return errdefs.New(errdefs.CodeInternal, "agent: archive stream ended without its completion trailer")
 	}
 	return nil
 }
@@ -254,34 +226,4 @@ func (s *Service) hold(sandboxID string) func() {
 		return h.Hold(sandboxID)
 	}
 	return func() {}
-}
-
-// agentCall POSTs body to the agent and returns a 2xx reply; another reply is decoded into its
-// errdefs error, a transport failure is AGENT_UNAVAILABLE (or ctx's error).
-func agentCall(ctx context.Context, tr http.RoundTripper, pathQuery string, body io.Reader, ctype string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent"+pathQuery, body)
-	if err != nil {
-		return nil, errdefs.Wrap(errdefs.CodeInternal, err, "build agent request")
-	}
-	req.Header.Set("Content-Type", ctype)
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("agent %s: %w", pathQuery, ctx.Err())
-		}
-		return nil, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable")
-	}
-	if resp.StatusCode/100 == 2 {
-		return resp, nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	var env errdefs.Envelope
-	if json.Unmarshal(b, &env) == nil && env.Code != "" {
-		if env.HTTPStatus == 0 {
-			env.HTTPStatus = resp.StatusCode
-		}
-		return nil, env.Err()
-	}
-	return nil, errdefs.Newf(errdefs.CodeInternal, "agent %s: status %d: %.200s", pathQuery, resp.StatusCode, b)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"time"
 
@@ -103,7 +102,7 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 			return Backup{}, "", err
 		}
 	}
-	tr, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	agent, err := s.cfg.Agents.Ensure(ctx, sandboxID)
 	if err != nil {
 		return Backup{}, "", err
 	}
@@ -123,8 +122,7 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 	}
 	defer dec.Close()
 	src := &sourceReader{r: dec}
-	resp, err := agentCall(ctx, tr, "/api/backup/extract?dir="+url.QueryEscape(target), src, "application/x-tar")
-	if err != nil {
+	if _, err := agent.Extract(ctx, target, src); err != nil {
 		if serr := src.failure(); serr != nil {
 			return Backup{}, "", restoreFailed(ctx, target, serr) // the archive, not the agent, failed
 		}
@@ -134,8 +132,6 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 		}
 		return Backup{}, "", err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // drained for connection reuse only
-	resp.Body.Close()
 	s.log.InfoContext(ctx, "backup restored", "backup_id", b.ID, "sandbox_id", sandboxID, "dir", target,
 		"tar_bytes", src.count(), "duration", time.Since(start).Round(time.Millisecond))
 	b.Dir = target

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"strconv"
 	"syscall"
 	"time"
@@ -67,8 +65,7 @@ func (m *Manager) nsPath(ctx context.Context, id string) (string, error) {
 // PingAgent asks the agent of running sandbox id whether it answers (GET /api/ping), before ctx
 // ends. It neither starts a stopped sandbox nor counts as activity (a ping keeps no sandbox
 // awake). gVisor's memory guard calls it to tell an agent starved of CPU (runsc.Config.AgentProbe).
-// Errors: SANDBOX_NOT_FOUND when id is not running here; ctx's error wrapped when it ended first;
-// else the transport's error or the status.
+// Errors: SANDBOX_NOT_FOUND when id is not running here; else agentclient.Client.Ping's.
 func (m *Manager) PingAgent(ctx context.Context, id string) error {
 	m.mu.RLock()
 	inst := m.instances[id]
@@ -76,21 +73,8 @@ func (m *Manager) PingAgent(ctx context.Context, id string) error {
 	if inst == nil {
 		return errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q is not running", id).With("id", id)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/api/ping", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := inst.transport.RoundTrip(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("ping the agent of %s: %w", id, ctx.Err())
-		}
+	if _, err := inst.agent.Ping(ctx); err != nil {
 		return fmt.Errorf("ping the agent of %s: %w", id, err)
 	}
-	defer resp.Body.Close()
-	_, err = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("ping the agent of %s: status %d", id, resp.StatusCode)
-	}
-	return err
+	return nil
 }

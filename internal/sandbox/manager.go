@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/envlimit"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
@@ -207,6 +208,7 @@ type instance struct {
 	pid       int
 	net       Net
 	transport *http.Transport
+	agent     *agentclient.Client // over transport
 	// lastActive is the Unix time in nanoseconds of the last activity: an operation through
 	// Ensure (every API call on the sandbox), a preview request (Touch), the start or end of a
 	// held request (Hold), a settings change, or the start.
@@ -221,7 +223,7 @@ type instance struct {
 
 // newInstance returns a running sandbox's instance, active now, with rec's sleep settings.
 func newInstance(pid int, n Net, tr *http.Transport, rec store.Sandbox) *instance {
-	inst := &instance{pid: pid, net: n, transport: tr}
+	inst := &instance{pid: pid, net: n, transport: tr, agent: agentclient.New(rec.ID, tr)}
 	inst.lastActive.Store(time.Now().UnixNano())
 	inst.setSleep(rec.SleepAfter, rec.KeepAlive)
 	return inst
@@ -508,15 +510,15 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	return out, nil
 }
 
-// Ensure makes sure sandbox id is running and returns an HTTP transport to its agent. Unknown →
+// Ensure makes sure sandbox id is running and returns the client of its agent. Unknown →
 // SANDBOX_NOT_FOUND. This is the hot path of every in-sandbox operation.
-func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, error) {
+func (m *Manager) Ensure(ctx context.Context, id string) (*agentclient.Client, error) {
 	m.mu.RLock()
 	inst := m.instances[id]
 	m.mu.RUnlock()
 	if inst != nil {
 		inst.touch()
-		return inst.transport, nil
+		return inst.agent, nil
 	}
 	if err := ValidateID(id); err != nil {
 		return nil, err
@@ -536,7 +538,7 @@ func (m *Manager) Ensure(ctx context.Context, id string) (http.RoundTripper, err
 	if inst == nil {
 		return nil, errdefs.Newf(errdefs.CodeSandboxStartFailed, "sandbox %q is not running", id)
 	}
-	return inst.transport, nil
+	return inst.agent, nil
 }
 
 // Touch records activity on sandbox id if it is running (a preview request on a pooled

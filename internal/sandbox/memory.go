@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/ocispec"
 	"github.com/hutchdev/hutch/internal/store"
@@ -146,7 +145,7 @@ func (m *Manager) checkpointForSleep(ctx context.Context, rec store.Sandbox, ins
 	}
 	// Sessions (cwd, environment) go to the disk first, as a disk sleep's shutdown saves them:
 	// a wake that cannot restore the memory, or a stop after this sleep, still finds them.
-	if err := saveSessions(ctx, inst.transport); err != nil {
+	if err := saveSessions(ctx, inst.agent); err != nil {
 		m.log.WarnContext(ctx, "save sessions before checkpoint", "sandbox_id", rec.ID, "err", err)
 	}
 	start := time.Now()
@@ -298,23 +297,11 @@ func cgroupMemory(dirs []string) int64 {
 	return n
 }
 
-// saveSessions asks the agent behind tr to write its sessions to the disk now
-// (POST /api/session/save), within 10 s.
-func saveSessions(ctx context.Context, tr http.RoundTripper) error {
+// saveSessions asks the agent to write its sessions to the disk now (agentapi.SaveSessions),
+// within 10 s.
+func saveSessions(ctx context.Context, agent *agentclient.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent/api/session/save", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("session save: status %d", resp.StatusCode)
-	}
-	return nil
+	_, err := agent.SaveSessions(ctx)
+	return err
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
@@ -307,7 +308,7 @@ func (m *Manager) adopt(ctx context.Context, rec store.Sandbox, st runtime.State
 		return false
 	}
 	tr := m.agentTransport(rec.ID, n.NSPath, refusesExtraFiles(rt))
-	if err := waitAgent(ctx, tr, 3*time.Second); err != nil {
+	if err := waitAgent(ctx, agentclient.New(rec.ID, tr), 3*time.Second); err != nil {
 		tr.CloseIdleConnections()
 		m.log.WarnContext(ctx, "adopt: agent does not answer", "sandbox_id", rec.ID, "err", err)
 		return false

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -172,7 +173,7 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 		IDMap:      idMapOf(rec),
 	}
 	tr := m.agentTransport(id, n.NSPath, tcpAgent)
-	wait := func() error { return waitAgent(ctx, tr, m.cfg.AgentTimeout) }
+	wait := func() error { return waitAgent(ctx, agentclient.New(id, tr), m.cfg.AgentTimeout) }
 	st, agentBin, restored, err := m.runContainer(ctx, rt, spec, statusOf(rec) == StatusSleeping, tr, wait)
 	for _, f := range agentFiles {
 		f.Close() // the agent holds the only copy now: it dies with the agent
@@ -188,6 +189,9 @@ func (m *Manager) start(ctx context.Context, rec store.Sandbox, progress io.Writ
 	if !restored {
 		if err := wait(); err != nil {
 			tr.CloseIdleConnections()
+			if errdefs.IsCode(err, errdefs.CodeAgentProtocol) {
+				return err
+			}
 			logTail := tailFile(spec.LogPath, 2048)
 			return errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "agent did not answer").With("agentLog", logTail)
 		}
@@ -384,21 +388,16 @@ func (m *Manager) agentTransport(id, nsPath string, tcp bool) *http.Transport {
 	}
 }
 
-// waitAgent polls the agent's ping endpoint until it answers or timeout passes.
-func waitAgent(ctx context.Context, tr http.RoundTripper, timeout time.Duration) error {
+// waitAgent pings the agent until it answers or timeout passes. An agent of another protocol
+// version fails at once (AGENT_PROTOCOL_MISMATCH): waiting does not change it.
+func waitAgent(ctx context.Context, agent *agentclient.Client, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/api/ping", nil)
-		resp, err := tr.RoundTrip(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("ping: status %d", resp.StatusCode)
+		_, err := agent.Ping(ctx)
+		if err == nil || errdefs.IsCode(err, errdefs.CodeAgentProtocol) {
+			return err
 		}
 		last = err
 		select {

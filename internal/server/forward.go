@@ -7,35 +7,25 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
+	"github.com/hutchdev/hutch/internal/agentclient"
 )
-
-// agentPath is the agent's path for rt, with the request's path wildcards ({pid}, {cid},
-// {tid}) filled in, escaped: a process, code context or terminal ID cannot smuggle a path.
-func agentPath(rt v1.Route, r *http.Request) string {
-	segs := strings.Split(rt.AgentPath(), "/")
-	for i, seg := range segs {
-		if name, ok := strings.CutPrefix(seg, "{"); ok {
-			segs[i] = url.PathEscape(r.PathValue(strings.TrimSuffix(name, "}")))
-		}
-	}
-	return strings.Join(segs, "/")
-}
 
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
 // whole (bounded, checked to be JSON) before the sandbox is touched, so bad input changes
 // nothing; raw bodies and all replies are streamed, and SSE replies are flushed per read. If the
 // caller goes away the agent request is cancelled, which kills the command it runs. The sandbox
-// is held awake (Manager.Hold) until the reply is done.
-func (s *Server) forward(rt v1.Route) http.HandlerFunc {
+// is held awake (Manager.Hold) until the reply is done. hutchd's own errors name the public
+// route's operation; the agent's replies pass through unchanged.
+func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
+	op := rt.Public.Operation
 	return func(w http.ResponseWriter, r *http.Request) {
 		var body io.Reader = http.NoBody
 		length := int64(0)
@@ -49,14 +39,14 @@ func (s *Server) forward(rt v1.Route) http.HandlerFunc {
 			} else {
 				b, err := readBody(w, r)
 				if err != nil {
-					writeError(w, r, err, rt.Operation)
+					writeError(w, r, err, op)
 					return
 				}
 				if len(bytes.TrimSpace(b)) == 0 {
 					b = []byte("{}")
 				}
 				if !json.Valid(b) {
-					writeError(w, r, errdefs.New(errdefs.CodeInvalidJSON, "request body is not valid JSON"), rt.Operation)
+					writeError(w, r, errdefs.New(errdefs.CodeInvalidJSON, "request body is not valid JSON"), op)
 					return
 				}
 				body, length = bytes.NewReader(b), int64(len(b))
@@ -71,22 +61,22 @@ func (s *Server) forward(rt v1.Route) http.HandlerFunc {
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if upload != nil && errors.As(upload.err, &mbe) {
-				writeError(w, r, tooLarge(mbe.Limit), rt.Operation)
+				writeError(w, r, tooLarge(mbe.Limit), op)
 				return
 			}
 			if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) && s.mgr.Gone(r.Context(), id) {
-				writeError(w, r, destroyed(id, err), rt.Operation)
+				writeError(w, r, destroyed(id, err), op)
 				return
 			}
 			var ee *errdefs.Error
 			if errors.As(err, &ee) {
-				writeError(w, r, err, rt.Operation)
+				writeError(w, r, err, op)
 				return
 			}
 			if r.Context().Err() != nil {
 				return // the caller left; nothing to answer
 			}
-			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), rt.Operation)
+			writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), op)
 			return
 		}
 		defer resp.Body.Close()
@@ -94,10 +84,10 @@ func (s *Server) forward(rt v1.Route) http.HandlerFunc {
 		if resp.StatusCode >= 500 && !stream && s.mgr.Gone(r.Context(), id) {
 			// The agent answered while the destroy shut it down (its requests' context
 			// cancelled): that is the destroy's answer, not an internal error.
-			writeError(w, r, destroyed(id, nil), rt.Operation)
+			writeError(w, r, destroyed(id, nil), op)
 			return
 		}
-		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", "X-Hutch-Binary", "Content-Disposition"} {
+		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", agentapi.HeaderBinary, "Content-Disposition"} {
 			if v := resp.Header.Get(h); v != "" {
 				w.Header().Set(h, v)
 			}
@@ -120,10 +110,11 @@ func (s *Server) forward(rt v1.Route) http.HandlerFunc {
 // roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed. If
 // the agent cannot even be dialled (the container died: its agent crashed or sandbox code
 // killed it), the sandbox is rechecked and, when it is gone, started again and the request
-// sent once more; nothing was delivered the first time, so this cannot run a command twice.
-func (s *Server) roundTrip(r *http.Request, rt v1.Route, id string, body io.Reader, length int64) (*http.Response, error) {
+// sent once more; nothing was delivered the first time, so this cannot run a command twice. A
+// raw body cannot be sent again, so it gets no second attempt.
+func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
-		tr, err := s.mgr.Ensure(r.Context(), id)
+		agent, err := s.mgr.Ensure(r.Context(), id)
 		if err != nil {
 			return nil, err
 		}
@@ -132,28 +123,8 @@ func (s *Server) roundTrip(r *http.Request, rt v1.Route, id string, body io.Read
 				_, _ = br.Seek(0, io.SeekStart) // a bytes.Reader seeks to 0 without fail
 			}
 		}
-		u := "http://agent" + agentPath(rt, r)
-		if r.URL.RawQuery != "" {
-			u += "?" + r.URL.RawQuery
-		}
-		out, err := http.NewRequestWithContext(r.Context(), rt.Method, u, body)
-		if err != nil {
-			return nil, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "build agent request")
-		}
-		out.ContentLength = length
-		if v := r.Header.Get("Last-Event-ID"); v != "" {
-			out.Header.Set("Last-Event-ID", v) // resuming a process log stream
-		}
-		if rt.Body == v1.BodyRaw {
-			if ct := r.Header.Get("Content-Type"); ct != "" {
-				out.Header.Set("Content-Type", ct)
-			}
-		} else {
-			out.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := tr.RoundTrip(out)
-		var op *net.OpError
-		if err == nil || attempt > 0 || (rt.Body == v1.BodyRaw) || !errors.As(err, &op) || op.Op != "dial" {
+		resp, err := agent.Forward(r, rt, body, length)
+		if err == nil || attempt > 0 || rt.Body == v1.BodyRaw || !agentclient.IsDialError(err) {
 			return resp, err
 		}
 		if !s.mgr.Recheck(r.Context(), id) {

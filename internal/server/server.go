@@ -23,6 +23,7 @@ import (
 
 	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/ratelimit"
 	"github.com/hutchdev/hutch/internal/sandbox"
@@ -200,7 +201,7 @@ func (s *Server) routes() {
 	for _, rt := range v1.Routes {
 		allowed[rt.Pattern] = append(allowed[rt.Pattern], rt.Method)
 		if rt.Forwarded {
-			s.handle(rt.Method+" "+rt.Pattern, s.auth(s.forward(rt)))
+			s.handle(rt.Method+" "+rt.Pattern, s.auth(s.forward(agentapi.Public(rt.OperationID))))
 			continue
 		}
 		h, ok := handlers[rt.OperationID]

@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -12,8 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
@@ -26,9 +24,6 @@ const terminalFrameLimit = 1 << 20
 
 var terminalIDPattern = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 
-// terminalQuery are the query parameters of a connect passed on to the agent.
-var terminalQuery = []string{"session", "cols", "rows", "shell"}
-
 func checkTerminalID(tid string) error {
 	if !terminalIDPattern.MatchString(tid) {
 		return errdefs.Newf(errdefs.CodeInvalidArgument, "invalid terminal id %q: want 1-64 characters of [a-z0-9_-]", tid).With("terminalId", tid)
@@ -38,7 +33,7 @@ func checkTerminalID(tid string) error {
 
 // listTerminals is GET /v1/sandboxes/{id}/terminals → {"terminals":[…]} (the agent's reply).
 func (s *Server) listTerminals(w http.ResponseWriter, r *http.Request) {
-	s.forward(v1.Route{Method: http.MethodGet, Pattern: "/v1/sandboxes/{id}/terminals", Operation: "terminal.list", Forwarded: true})(w, r)
+	s.forward(agentapi.Public("listTerminals"))(w, r)
 }
 
 // killTerminal is DELETE /v1/sandboxes/{id}/terminals/{tid}: SIGHUP to the shell's tree, SIGKILL
@@ -49,7 +44,7 @@ func (s *Server) killTerminal(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "terminal.kill")
 		return
 	}
-	s.forward(v1.Route{Method: http.MethodDelete, Pattern: "/v1/sandboxes/{id}/terminals/{tid}", Operation: "terminal.kill", Forwarded: true})(w, r)
+	s.forward(agentapi.Public("killTerminal"))(w, r)
 }
 
 // connectTerminal is GET /v1/sandboxes/{id}/terminals/{tid} with a WebSocket upgrade: it wakes
@@ -74,31 +69,23 @@ func (s *Server) connectTerminal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := url.Values{}
-	for _, k := range terminalQuery {
+	for _, k := range agentapi.TerminalQuery {
 		if v := r.URL.Query().Get(k); v != "" {
 			q.Set(k, v)
 		}
 	}
 	release := s.mgr.Hold(id)
 	defer release()
-	tr, err := s.mgr.Ensure(r.Context(), id)
+	agent, err := s.mgr.Ensure(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, op)
 		return
 	}
-	up, resp, err := websocket.Dial(r.Context(), "ws://agent/api/terminals/"+tid+"?"+q.Encode(),
-		&websocket.DialOptions{HTTPClient: &http.Client{Transport: tr}, Subprotocols: []string{TerminalSubprotocol}})
+	up, err := agent.DialTerminal(r.Context(), tid, q)
 	if err != nil {
-		if r.Context().Err() != nil {
-			return
+		if r.Context().Err() == nil {
+			writeError(w, r, err, op)
 		}
-		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
-			if e := agentError(resp); e != nil {
-				writeError(w, r, e, op)
-				return
-			}
-		}
-		writeError(w, r, errdefs.Wrap(errdefs.CodeAgentUnavailable, err, "sandbox agent unreachable").With("id", id), op)
 		return
 	}
 	defer up.CloseNow()
@@ -150,22 +137,6 @@ func relayFrames(ctx context.Context, src, dst *websocket.Conn, touch func()) {
 			return
 		}
 	}
-}
-
-// agentError decodes the agent's error envelope from a refused upgrade; nil if it has none.
-func agentError(resp *http.Response) error {
-	if resp.Body == nil {
-		return nil
-	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
-	var env errdefs.Envelope
-	if json.Unmarshal(b, &env) != nil || env.Code == "" {
-		return nil
-	}
-	if env.HTTPStatus == 0 {
-		env.HTTPStatus = resp.StatusCode
-	}
-	return env.Err()
 }
 
 // isWebSocketUpgrade reports whether r is a WebSocket handshake (GET with Connection: upgrade
