@@ -138,12 +138,20 @@ func (c *Client) Ping(ctx context.Context) (agentapi.PingReply, error) {
 
 // checkProtocol refuses an agent whose ping stated version got ("" is version 1, see
 // agentapi.Version).
+// maxProtocolQuote is how many bytes of an agent's protocol header an error quotes.
+const maxProtocolQuote = 32
+
 func checkProtocol(got string) *errdefs.Error {
 	if got == "" {
 		got = "1"
 	}
 	if got == agentapi.Version {
 		return nil
+	}
+	// The value comes from the sandbox's side: bounded before it enters a message that is
+	// logged and kept as the sandbox's lastError.
+	if len(got) > maxProtocolQuote {
+		got = got[:maxProtocolQuote] + "…"
 	}
 	return errdefs.Newf(errdefs.CodeAgentProtocol, "the sandbox's agent speaks protocol version %q, hutchd speaks %q: restart the sandbox to run the current agent", got, agentapi.Version).
 		With("want", agentapi.Version).With("got", got)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
@@ -81,12 +82,18 @@ func TestPingProtocolVersion(t *testing.T) {
 	for _, tc := range []struct {
 		header string
 		code   errdefs.Code // "" = accepted
+		got    string       // the error's "got" (default: header)
 	}{
-		{agentapi.Version, ""},
-		{"", ""},
-		{"2", errdefs.CodeAgentProtocol},
-		{"0", errdefs.CodeAgentProtocol},
+		{agentapi.Version, "", ""},
+		{"", "", ""},
+		{"2", errdefs.CodeAgentProtocol, ""},
+		{"0", errdefs.CodeAgentProtocol, ""},
+		// A sandbox-side value is quoted bounded: it becomes the sandbox's lastError.
+		{strings.Repeat("9", 600<<10), errdefs.CodeAgentProtocol, strings.Repeat("9", 32) + "…"},
 	} {
+		if tc.got == "" {
+			tc.got = tc.header
+		}
 		c := fakeAgent(t, func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path != "/api/ping" {
 				http.NotFound(w, r)
@@ -105,7 +112,7 @@ func TestPingProtocolVersion(t *testing.T) {
 			continue
 		}
 		var e *errdefs.Error
-		if !errors.As(err, &e) || e.Code != tc.code || e.Context["got"] != tc.header || e.Context["want"] != agentapi.Version ||
+		if !errors.As(err, &e) || e.Code != tc.code || e.Context["got"] != tc.got || len(e.Message) > 300 || e.Context["want"] != agentapi.Version ||
 			errdefs.HTTPStatus(err) != http.StatusServiceUnavailable {
 			t.Errorf("version %q: %v (%+v); want %s", tc.header, err, e, tc.code)
 		}

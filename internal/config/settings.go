@@ -195,6 +195,9 @@ func (s *Switch) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	switch v := v.(type) {
+	case nil:
+		// null leaves the setting as it was (the default), as before it was a Switch.
+		return nil
 	case bool:
 		*s = Switch(v)
 		return nil

@@ -165,6 +165,8 @@ func TestSwitchForms(t *testing.T) {
 		{"file off", nil, nil, `{"userns": "off"}`, false, true},
 		{"file false", nil, nil, `{"userns": false}`, false, true},
 		{"file on", nil, nil, `{"userns": "on"}`, true, true},
+		// null leaves the default, as a config file written for the string setting may say.
+		{"file null", nil, nil, `{"userns": null, "diskQuota": null, "sleepMemory": null}`, true, true},
 		{"flag yes", []string{"--userns", "yes"}, nil, "", false, false},
 		{"env true", nil, map[string]string{"HUTCH_USERNS": "true"}, "", false, false},
 		{"file maybe", nil, nil, `{"userns": "maybe"}`, false, false},

@@ -332,10 +332,37 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// createEgress decodes the egress policy of a create request's body as strictly as PUT
+// .../egress does (decodeSpec): an unknown field, such as a misspelt "deny", is refused, not
+// dropped, since a dropped deny list or match fails open. nil when the body has none (or null).
+// Errors: EGRESS_POLICY_INVALID with the field's pointer under /egress.
+func createEgress(body []byte) (*policy.Spec, error) {
+	var raw struct {
+		Egress json.RawMessage `json:"egress"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON")
+	}
+	if len(raw.Egress) == 0 || string(bytes.TrimSpace(raw.Egress)) == "null" {
+		return nil, nil
+	}
+	spec, err := decodeSpec(raw.Egress)
+	if err != nil {
+		var e *errdefs.Error
+		if errors.As(err, &e) {
+			if ptr, ok := e.Context["pointer"].(string); ok {
+				return nil, errdefs.Wrap(e.Code, err, "egress").With("pointer", "/egress"+ptr)
+			}
+		}
+		return nil, err
+	}
+	return &spec, nil
+}
+
 // stageEgress validates a create request's egress policy and stages it for id, unless the
 // sandbox exists already (get-or-create leaves an existing sandbox's policy alone). The
 // returned done must be called with whether the create succeeded.
-func (s *Server) stageEgress(ctx context.Context, id string, spec *v1.EgressPolicy) (done func(ctx context.Context, ok bool) error, err error) {
+func (s *Server) stageEgress(ctx context.Context, id string, spec *policy.Spec) (done func(ctx context.Context, ok bool) error, err error) {
 	nop := func(context.Context, bool) error { return nil }
 	if spec == nil {
 		return nop, nil
@@ -349,7 +376,7 @@ func (s *Server) stageEgress(ctx context.Context, id string, spec *v1.EgressPoli
 	if _, err := s.mgr.Get(ctx, id); err == nil {
 		return nop, nil
 	}
-	if err := s.egress.Stage(ctx, id, fromEgressPolicy(*spec)); err != nil {
+	if err := s.egress.Stage(ctx, id, *spec); err != nil {
 		return nil, err
 	}
 	return func(ctx context.Context, ok bool) error {

@@ -67,3 +67,38 @@ func TestMergePatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateEgressStrict: a create request's egress policy is decoded as strictly as PUT's: a
+// misspelt field (a deny list, a rule's match) is refused with its pointer, not dropped, since
+// a dropped deny list or match would let the sandbox reach what the policy meant to deny.
+func TestCreateEgressStrict(t *testing.T) {
+	for _, tt := range []struct {
+		body    string
+		code    errdefs.Code // "" = accepted
+		pointer string
+		none    bool // no policy
+	}{
+		{`{"id":"a"}`, "", "", true},
+		{`{"id":"a","egress":null}`, "", "", true},
+		{`{"id":"a","egress":{"mode":"allowlist","allow":["a.test"],"deny":["b.test"]}}`, "", "", false},
+		{`{"id":"a","egress":{"mode":"allow-all","dney":["b.test"]}}`, errdefs.CodeEgressPolicyInvalid, "/egress/dney", false},
+		{`{"id":"a","egress":{"rules":[{"id":"r","hosts":["a.test"],"action":"deny","mtach":{"method":["POST"]}}]}}`, errdefs.CodeEgressPolicyInvalid, "/egress/rules/0/mtach", false},
+		{`{"id":"a","egress":{"ports":"any"}}`, errdefs.CodeEgressPolicyInvalid, "/egress/ports", false},
+		{`{"id":"a","egress":[]}`, errdefs.CodeEgressPolicyInvalid, "/egress", false},
+	} {
+		spec, err := createEgress([]byte(tt.body))
+		if tt.code == "" {
+			if err != nil || (spec == nil) != tt.none {
+				t.Errorf("createEgress(%s) = %v, %v", tt.body, spec, err)
+			}
+			if spec != nil && len(spec.Deny) != 1 {
+				t.Errorf("createEgress(%s) deny = %v; want the deny list kept", tt.body, spec.Deny)
+			}
+			continue
+		}
+		var e *errdefs.Error
+		if !errdefs.IsCode(err, tt.code) || !errors.As(err, &e) || e.Context["pointer"] != tt.pointer {
+			t.Errorf("createEgress(%s) = %v; want %s at %q", tt.body, err, tt.code, tt.pointer)
+		}
+	}
+}

@@ -13,24 +13,24 @@ import (
 // field's decoder (a sleepAfter of a wrong type is VALIDATION_FAILED, not INVALID_JSON). A bad
 // sleepAfter value (*sa after decoding) wins over any other decoding error, as when it was
 // checked while decoding.
-func readOptions(w http.ResponseWriter, r *http.Request, v any, sa **v1.SleepAfter) error {
+func readOptions(w http.ResponseWriter, r *http.Request, v any, sa **v1.SleepAfter) ([]byte, error) {
 	body, err := readBody(w, r)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		if errdefs.CodeOf(err) == errdefs.CodeInvalidArgument {
-			return err
+			return nil, err
 		}
 		if _, _, saErr := sleepAfter(*sa); saErr != nil {
-			return saErr
+			return nil, saErr
 		}
-		return errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON")
+		return nil, errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON")
 	}
-	return nil
+	return body, nil
 }
 
 // updateSandbox is PATCH /v1/sandboxes/{id}: change sleepAfter, keepAlive and/or
@@ -38,7 +38,7 @@ func readOptions(w http.ResponseWriter, r *http.Request, v any, sa **v1.SleepAft
 // wake a sleeping sandbox; on a running one it re-arms the idle timer.
 func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 	var req v1.UpdateSandboxRequest
-	if err := readOptions(w, r, &req, &req.SleepAfter); err != nil {
+	if _, err := readOptions(w, r, &req, &req.SleepAfter); err != nil {
 		writeError(w, r, err, "sandbox.update")
 		return
 	}

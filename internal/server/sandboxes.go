@@ -9,7 +9,13 @@ import (
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	var req v1.CreateSandboxRequest
-	if err := readOptions(w, r, &req, &req.SleepAfter); err != nil {
+	body, err := readOptions(w, r, &req, &req.SleepAfter)
+	if err != nil {
+		writeError(w, r, err, "sandbox.create")
+		return
+	}
+	spec, err := createEgress(body)
+	if err != nil {
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
@@ -18,7 +24,7 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.create")
 		return
 	}
-	egressDone, err := s.stageEgress(r.Context(), req.ID, req.Egress)
+	egressDone, err := s.stageEgress(r.Context(), req.ID, spec)
 	if err != nil {
 		writeError(w, r, err, "sandbox.create")
 		return
