@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -138,5 +139,59 @@ func assertSameJSON(t *testing.T, v any, want string) {
 	}
 	if string(got) != want {
 		t.Errorf("JSON:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestEgressRoundTripEveryField fills every field of the policy, both in its domain form and in
+// its wire form, by reflection, and maps it across and back: a field the mapping forgets (a
+// rule's match, a deny list) would be a policy silently weakened, so it fails here as soon as
+// it is added to one form and not mapped.
+func TestEgressRoundTripEveryField(t *testing.T) {
+	var spec policy.Spec
+	fillEvery(reflect.ValueOf(&spec).Elem(), new(int))
+	if got := fromEgressPolicy(toEgressPolicy(spec)); !reflect.DeepEqual(got, spec) {
+		t.Errorf("domain → wire → domain:\n got %+v\nwant %+v", got, spec)
+	}
+	var wire v1.EgressPolicy
+	fillEvery(reflect.ValueOf(&wire).Elem(), new(int))
+	if got := toEgressPolicy(fromEgressPolicy(wire)); !reflect.DeepEqual(got, wire) {
+		t.Errorf("wire → domain → wire:\n got %+v\nwant %+v", got, wire)
+	}
+}
+
+// fillEvery sets every settable field under v to a distinct non-zero value (n counts them):
+// one element per slice and map, every pointer allocated.
+func fillEvery(v reflect.Value, n *int) {
+	*n++
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(fmt.Sprintf("v%d", *n))
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(int64(*n))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(uint64(*n))
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(*n))
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fillEvery(v.Elem(), n)
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fillEvery(v.Index(0), n)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fillEvery(k, n)
+		fillEvery(e, n)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fillEvery(v.Field(i), n)
+			}
+		}
 	}
 }
