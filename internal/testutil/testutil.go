@@ -69,3 +69,21 @@ func Poll(t testing.TB, interval, timeout time.Duration, cond func() bool) bool 
 		time.Sleep(interval)
 	}
 }
+
+// RunWithEmptyHome runs m with HOME set to a new empty directory and returns its exit code,
+// for a TestMain: tests that start interactive shells (terminals, sessions) read ~/.bashrc,
+// and a host user's rc file (a version manager's init, say) can take tens of seconds or hang,
+// which would fail them for reasons outside the code under test.
+func RunWithEmptyHome(m *testing.M) int {
+	home, err := os.MkdirTemp("", "hutch-test-home-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(home)
+	if err := os.Setenv("HOME", home); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return m.Run()
+}
