@@ -194,10 +194,20 @@ func TestBackupKill9(t *testing.T) {
 		t.Fatal("the backup succeeded although hutchd was killed")
 	}
 	time.Sleep(1500 * time.Millisecond) // the temp file is now older than the orphan age below
+	orig := append([]string{}, d.Args...)
 	d.Args = append(d.Args, "--backup-orphan-age", "1s", "--backup-gc-interval", "1s")
 	if err := d.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// The tests after this one (the parallel ones run last) get hutchd's usual GC back: a
+	// one-second orphan age would sweep their backups' uploads and expired backups under them.
+	t.Cleanup(func() {
+		d.Stop()
+		d.Args = orig
+		if err := d.Start(context.Background()); err != nil {
+			t.Errorf("restart hutchd with its usual backup GC: %v", err)
+		}
+	})
 	list, err := d.Client().ListBackups(ctxT(t, time.Minute), a.ID())
 	if err != nil || len(list) != 0 {
 		t.Errorf("backups after the kill: %+v, %v", list, err)
