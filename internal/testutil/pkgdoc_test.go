@@ -1,6 +1,4 @@
-// Package hutch_test holds checks that span the whole repository: every package's doc comment
-// here; the layering and the habits the house has dropped are in .golangci.yml.
-package hutch_test
+package testutil
 
 import (
 	"go/ast"
@@ -20,14 +18,13 @@ import (
 // of them.
 func TestPackageDocs(t *testing.T) {
 	dirs := map[string][]string{} // directory → its .go files
-	// go test runs this in the file's directory, the repository root.
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(repoRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != "." && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
+			if path != repoRoot && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "node_modules" || name == "vendor") {
 				return filepath.SkipDir
 			}
 			return nil
@@ -41,7 +38,7 @@ func TestPackageDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(dirs) < 10 {
-		t.Fatalf("found Go files in %d directories; run from the repository root", len(dirs))
+		t.Fatalf("found Go files in %d directories under %s", len(dirs), repoRoot)
 	}
 	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
 		checkPackageDoc(t, dir, dirs[dir])
@@ -59,7 +56,7 @@ func checkPackageDoc(t *testing.T, dir string, files []string) {
 		}
 	}
 	if len(src) == 0 {
-		src = tests // a test-only package (test/e2e, this one)
+		src = tests // a test-only package (test/e2e)
 	}
 	fset := token.NewFileSet()
 	var docs []string // files with a package doc
