@@ -61,11 +61,15 @@ type Enforcer struct {
 	// Pressure, when set, is the file that says when to read the usage (GuardPressureFile).
 	Pressure string
 	// GuardKill, when set, is the file where hutchd's memory guard writes the time of its last
-	// kill (GuardKillFile): the enforcer kills nothing for guardHoldoff after that time. The
-	// guard writes it before it resumes the sandbox it paused to list it, and while its kill of
-	// a process group takes effect the group's dying processes hold no memory the enforcer can
-	// see, so it would choose an innocent process (a background command's shell was killed in
-	// 6 of 7 runs).
+	// kill (GuardKillFile): the enforcer kills nothing for guardHoldoff after that time, nor
+	// while a process of a group that kill took (GuardGroupsFile, beside it) has not exited,
+	// nor for guardHoldoff after the last one did (up to guardGroupsMax after the kill). The
+	// guard writes the time before it resumes the sandbox it paused to list it, and while its
+	// kill of a process group takes effect the group's dying processes hold no memory the
+	// enforcer can see, so it would choose an innocent process (a background command's shell
+	// was killed in 6 of 7 runs; in a sandbox slowed by a loaded host, 194 killed processes
+	// took longer than guardHoldoff to exit, and an idle background process was killed). This
+	// is Linux's rule too: no new OOM victim while the last one is exiting.
 	GuardKill string
 	// FastInterval and SlowInterval are the polling periods of the usage; defaults 100 ms and
 	// 250 ms (see the type's comment).
@@ -76,6 +80,10 @@ type Enforcer struct {
 	// Run's goroutine only:
 	lastWarn   time.Time // of the last warning
 	pressureFD *os.File  // Pressure, open
+	// groupsKill is the guard kill (its time in GuardKill) whose groups were last seen with a
+	// process that had not exited, at groupsSeen.
+	groupsKill int64
+	groupsSeen time.Time
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -250,13 +258,20 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 	}
 }
 
-// guardHoldoff is how long after the memory guard's kill the enforcer kills nothing: the
-// guard's rounds and the Sentry's giving the memory back take a few seconds (measured: rounds
-// up to 1.5 s after the time is written, memory back in ~3 s).
-const guardHoldoff = 5 * time.Second
+// guardHoldoff is how long after the memory guard's kill, and after the last process of the
+// groups it killed exited, the enforcer kills nothing: the guard's rounds and the Sentry's
+// giving the memory back take a few seconds (measured: rounds up to 1.5 s after the time is
+// written, memory back in ~3 s). guardGroupsMax bounds the wait for the killed groups'
+// processes to exit: SIGKILL cannot be caught, so one still there after it is stuck, and the
+// enforcer goes back to work.
+const (
+	guardHoldoff   = 5 * time.Second
+	guardGroupsMax = time.Minute
+)
 
 // guardKilling reports whether hutchd's memory guard killed less than guardHoldoff ago (or its
-// time is ahead of ours).
+// time is ahead of ours), or a group it killed still has a process that has not exited (up to
+// guardGroupsMax after the kill), or the last one exited less than guardHoldoff ago.
 func (e *Enforcer) guardKilling() bool {
 	if e.GuardKill == "" {
 		return false
@@ -265,7 +280,47 @@ func (e *Enforcer) guardKilling() bool {
 	if err != nil || at <= 0 {
 		return false
 	}
-	return time.Since(time.Unix(0, at)) < guardHoldoff
+	since := time.Since(time.Unix(0, at))
+	if since < guardHoldoff {
+		return true
+	}
+	if since < guardGroupsMax && e.groupsExiting() {
+		e.groupsKill, e.groupsSeen = at, time.Now()
+		return true
+	}
+	return e.groupsKill == at && time.Since(e.groupsSeen) < guardHoldoff
+}
+
+// groupsExiting reports whether a process of a group named in GuardGroupsFile (beside
+// GuardKill) is in the process list and not a zombie (a zombie holds no memory).
+func (e *Enforcer) groupsExiting() bool {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.GuardKill), filepath.Base(GuardGroupsFile)))
+	if err != nil {
+		return false
+	}
+	want := map[int]bool{}
+	for _, f := range bytes.Fields(b) {
+		if pgid, err := strconv.Atoi(string(f)); err == nil && pgid > 0 {
+			want[pgid] = true
+		}
+	}
+	if len(want) == 0 {
+		return false
+	}
+	ents, err := os.ReadDir(e.proc())
+	if err != nil {
+		return false
+	}
+	for _, ent := range ents {
+		if _, err := strconv.Atoi(ent.Name()); err != nil {
+			continue
+		}
+		st, ok := readStat(filepath.Join(e.proc(), ent.Name(), "stat"))
+		if ok && want[st.pgid] && st.state != 'Z' && st.state != 'X' {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Enforcer) proc() string {
@@ -353,21 +408,33 @@ func (e *Enforcer) victim() (candidate, bool) {
 // state ppid pgrp …"; comm may hold spaces and parentheses, so the fields after the last ")"
 // are counted).
 func procStat(path string) (ppid, pgid int, ok bool) {
+	st, ok := readStat(path)
+	return st.ppid, st.pgid, ok
+}
+
+// stat is what the enforcer reads of a /proc/PID/stat.
+type stat struct {
+	state      byte // R, S, D, Z, ...
+	ppid, pgid int
+}
+
+// readStat reads the state, the parent's PID and the process group from a /proc/PID/stat.
+func readStat(path string) (stat, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, false
+		return stat{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0, 0, false
+		return stat{}, false
 	}
 	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 {
-		return 0, 0, false
+	if len(f) < 3 || len(f[0]) != 1 {
+		return stat{}, false
 	}
 	ppid, err1 := strconv.Atoi(string(f[1]))
 	pgid, err2 := strconv.Atoi(string(f[2]))
-	return ppid, pgid, err1 == nil && err2 == nil
+	return stat{state: f[0][0], ppid: ppid, pgid: pgid}, err1 == nil && err2 == nil
 }
 
 // residentPages reads the resident field (the second) of a /proc/PID/statm.

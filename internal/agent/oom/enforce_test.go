@@ -361,3 +361,72 @@ func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 		t.Errorf("Kills() = %d, want 1", got)
 	}
 }
+
+// TestEnforcerWaitsForGuardKilledGroups: over the limit after the memory guard's kill is older
+// than guardHoldoff, the enforcer still kills nothing while a process of a group the guard
+// killed (GuardGroupsFile) has not exited; a zombie of the group does not count. Once the
+// group is gone it waits guardHoldoff more (the memory's return), then kills.
+func TestEnforcerWaitsForGuardKilledGroups(t *testing.T) {
+	root := t.TempDir()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill() })
+	werr := make(chan error, 1)
+	go func() { werr <- c.Wait() }()
+	const limit = 100 << 20
+	fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
+	// A process of the killed group 4000, still exiting (state R, its memory already counted
+	// as gone in its statm).
+	const dying, killedGroup = 4001, 4000
+	fakeProc(t, root, dying, 0, 0, "bomb", 0)
+	setGroup(t, root, dying, killedGroup)
+	setState := func(state string) {
+		path := filepath.Join(root, strconv.Itoa(dying), "stat")
+		if err := os.WriteFile(path, []byte(fmt.Sprintf("%d (bomb) %s 1 %d 0 0\n", dying, state, killedGroup)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setState("R")
+	dir := t.TempDir()
+	guard := filepath.Join(dir, filepath.Base(GuardKillFile))
+	if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(-2*guardHoldoff).UnixNano(), 10)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, filepath.Base(GuardGroupsFile)), []byte(fmt.Sprintf("77 %d\n", killedGroup)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := &Enforcer{
+		Limit: limit, Proc: root, GuardKill: guard,
+		Usage:        func() (int64, error) { return limit + 1, nil },
+		FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Run(ctx)
+	select {
+	case err := <-werr:
+		t.Fatalf("killed (%v) while the guard's killed group was exiting", err)
+	case <-time.After(time.Second):
+	}
+	setState("Z")
+	gone := time.Now()
+	select {
+	case <-werr:
+		if waited := time.Since(gone); waited < guardHoldoff-time.Second {
+			t.Errorf("killed %v after the group exited; want guardHoldoff (%v) for its memory to come back", waited, guardHoldoff)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing killed once the guard's group had exited")
+	}
+}
+
+// TestGuardFilesShareADirectory: the enforcer finds GuardGroupsFile beside GuardKill.
+func TestGuardFilesShareADirectory(t *testing.T) {
+	for _, f := range []string{GuardCauseFile, GuardGroupsFile, GuardPressureFile} {
+		if filepath.Dir(f) != filepath.Dir(GuardKillFile) {
+			t.Errorf("%s is not beside %s", f, GuardKillFile)
+		}
+	}
+}

@@ -41,11 +41,14 @@ const exitSIGKILL = 128 + 9
 var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
 
 // GuardKillFile is where hutchd's memory guard of a gVisor sandbox writes the time of its last
-// kill (Unix nanoseconds, "0" for none), before the kill; GuardPressureFile says "1" while the
-// sandbox's memory on the host is above its limit (internal/runtime/runsc, guard.go).
+// kill (Unix nanoseconds, "0" for none), before the kill; GuardGroupsFile the process groups
+// that kill took (decimal PGIDs separated by spaces), once they are signalled;
+// GuardPressureFile says "1" while the sandbox's memory on the host is above its limit
+// (internal/runtime/runsc/guard).
 const (
 	GuardKillFile     = "/run/hutch-guard/last_kill"
 	GuardCauseFile    = "/run/hutch-guard/last_kill_cause"
+	GuardGroupsFile   = "/run/hutch-guard/last_kill_groups"
 	GuardPressureFile = "/run/hutch-guard/pressure"
 )
 

@@ -19,7 +19,8 @@ import (
 
 // TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
 // agent inside to stop it, has its process group killed by the memory guard from the host; the
-// sandbox (PID 1) keeps running, the kill's time is in GuardKillFile, and GuardPressureFile said
+// sandbox (PID 1) keeps running, the kill's time is in GuardKillFile and its group in
+// GuardGroupsFile, and GuardPressureFile said
 // "1" while the host count was above the sandbox's limit. "adopted": the guard of
 // the runtime that started the sandbox is gone (its hutchd exited) and a new runtime took the
 // sandbox over (Adopt), as a restarted hutchd does.
@@ -88,6 +89,13 @@ print("survived")
 			code, out = e.exec(t, id, "cat", guard.KillFile)
 			if at, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || at < before || at > time.Now().UnixNano() {
 				t.Errorf("guard kill time: exit %d, %q; want the time of the kill", code, out)
+			}
+			// The killed group is named, for the agent's enforcer to wait for its processes.
+			code, out = e.exec(t, id, "cat", guard.GroupsFile)
+			if f := strings.Fields(out); code != 0 || len(f) == 0 {
+				t.Errorf("guard groups file: exit %d, %q; want the killed group's PGID", code, out)
+			} else if pgid, err := strconv.Atoi(f[0]); err != nil || pgid <= 1 {
+				t.Errorf("guard groups file: %q; want PGIDs", out)
 			}
 		})
 	}

@@ -122,6 +122,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		if err := s.writeGuardFile(id, filepath.Base(CauseFile), g.cause); err != nil {
 			s.log.Warn("memory guard: cause file", "sandbox_id", id, "err", err)
 		}
+		s.writeKilledGroups(id, nil) // the last kill's groups are not this one's
 		if err := s.writeGuardFile(id, filepath.Base(KillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
 			s.log.Warn("memory guard: kill file", "sandbox_id", id, "err", err)
 		}
@@ -146,6 +147,9 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 			}
 		}
 	}
+	if len(killed) > 0 {
+		s.writeKilledGroups(id, killed)
+	}
 	if paused {
 		if rerr := s.resumeUncancelled(ctx, id); rerr != nil {
 			s.log.Error("memory guard: resume after listing", "sandbox_id", id, "err", rerr)
@@ -167,6 +171,9 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		var more []group
 		more, rounds, err = s.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
 		killed = append(killed, more...)
+		if len(more) > 0 {
+			s.writeKilledGroups(id, killed)
+		}
 	case len(killed) == 0:
 		// Every group was found gone while paused (members exiting, zombies): nothing to
 		// kill after the resume either.
@@ -187,6 +194,18 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		s.OnKill(k)
 	}
 	return true
+}
+
+// writeKilledGroups writes the PGIDs of groups to GroupsFile: the agent's enforcer kills
+// nothing while one of their processes has not exited (oom.Enforcer.GuardKill).
+func (s *Supervisor) writeKilledGroups(id string, groups []group) {
+	pgids := make([]string, len(groups))
+	for i, g := range groups {
+		pgids[i] = strconv.Itoa(g.pgid)
+	}
+	if err := s.writeGuardFile(id, filepath.Base(GroupsFile), strings.Join(pgids, " ")); err != nil {
+		s.log.Warn("memory guard: groups file", "sandbox_id", id, "err", err)
+	}
 }
 
 // spread reports whether groups (victims) hold spreadMin processes or more and none holds half
