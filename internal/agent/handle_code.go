@@ -11,20 +11,14 @@ import (
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/interp"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // maxCodeTimeout bounds a run's timeout_ms (24 h).
 const maxCodeTimeout = 24 * time.Hour
 
-// contextCreateRequest is the body of POST /api/contexts.
-type contextCreateRequest struct {
-	Language string            `json:"language"` // "python" (default), "javascript", "typescript"
-	Cwd      string            `json:"cwd"`      // absolute, or relative to the workdir; default the workdir
-	EnvVars  map[string]string `json:"envVars"`
-}
-
 // createContext validates body and creates the context.
-func (s *Server) createContext(ctx context.Context, body contextCreateRequest) (interp.Context, error) {
+func (s *Server) createContext(ctx context.Context, body agentapi.ContextCreateRequest) (interp.Context, error) {
 	if body.Language == "" {
 		body.Language = "python"
 	}
@@ -48,7 +42,7 @@ func (s *Server) createContext(ctx context.Context, body contextCreateRequest) (
 // createdAt}. Errors: INVALID_LANGUAGE, INVALID_PATH, VALIDATION_FAILED, CONTEXT_LIMIT_EXCEEDED,
 // INTERPRETER_NOT_AVAILABLE, INTERPRETER_START_TIMEOUT.
 func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request, _ string) error {
-	var body contextCreateRequest
+	var body agentapi.ContextCreateRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -62,9 +56,7 @@ func (s *Server) handleContextCreate(w http.ResponseWriter, r *http.Request, _ s
 
 // handleContextList: GET /api/contexts → {contexts: [...]}, oldest first.
 func (s *Server) handleContextList(w http.ResponseWriter, _ *http.Request, _ string) error {
-	writeJSON(w, http.StatusOK, struct {
-		Contexts []interp.Context `json:"contexts"`
-	}{s.code.List()})
+	writeJSON(w, http.StatusOK, agentapi.ContextListReply{Contexts: s.code.List()})
 	return nil
 }
 
@@ -87,10 +79,7 @@ func (s *Server) handleContextDelete(w http.ResponseWriter, _ *http.Request, id 
 		// Removed, but its interpreter did not exit in time: not the caller's problem.
 		s.log.Warn("code context: interpreter did not exit", "context_id", id, "err", err)
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success bool   `json:"success"`
-		ID      string `json:"id"`
-	}{true, id})
+	writeJSON(w, http.StatusOK, agentapi.ContextReply{Success: true, ID: id})
 	return nil
 }
 
@@ -100,25 +89,12 @@ func (s *Server) handleContextInterrupt(w http.ResponseWriter, _ *http.Request, 
 	if err := s.code.Interrupt(id); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success bool   `json:"success"`
-		ID      string `json:"id"`
-	}{true, id})
+	writeJSON(w, http.StatusOK, agentapi.ContextReply{Success: true, ID: id})
 	return nil
 }
 
-// runRequest is the body of POST /api/contexts/{cid}/run and (with language, cwd, envVars)
-// POST /api/run-code.
-type runRequest struct {
-	Code      string            `json:"code"`
-	TimeoutMs int64             `json:"timeout_ms"`
-	Timeout   int64             `json:"timeoutMs"` // alias of timeout_ms
-	Language  string            `json:"language"`
-	Cwd       string            `json:"cwd"`
-	EnvVars   map[string]string `json:"envVars"`
-}
-
-func (b runRequest) timeout() (time.Duration, error) {
+// runTimeout is a run's timeout: timeout_ms, else its alias timeoutMs.
+func runTimeout(b agentapi.RunRequest) (time.Duration, error) {
 	ms := b.TimeoutMs
 	if ms == 0 {
 		ms = b.Timeout
@@ -135,11 +111,11 @@ func (b runRequest) timeout() (time.Duration, error) {
 // value, traceback}. With ?buffered=1: {results, logs: {stdout, stderr}, error,
 // executionCount}. Errors before the stream: CONTEXT_NOT_FOUND, VALIDATION_FAILED.
 func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request, id string) error {
-	var body runRequest
+	var body agentapi.RunRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	timeout, err := body.timeout()
+	timeout, err := runTimeout(body)
 	if err != nil {
 		return err
 	}
@@ -153,27 +129,20 @@ func (s *Server) handleContextRun(w http.ResponseWriter, r *http.Request, id str
 // a fresh context of language (default python) that is deleted afterwards; the reply is as
 // handleContextRun's. Errors: INVALID_LANGUAGE and the other errors of context creation.
 func (s *Server) handleRunCode(w http.ResponseWriter, r *http.Request) error {
-	var body runRequest
+	var body agentapi.RunRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	timeout, err := body.timeout()
+	timeout, err := runTimeout(body)
 	if err != nil {
 		return err
 	}
-	c, err := s.createContext(r.Context(), contextCreateRequest{Language: body.Language, Cwd: body.Cwd, EnvVars: body.EnvVars})
+	c, err := s.createContext(r.Context(), agentapi.ContextCreateRequest{Language: body.Language, Cwd: body.Cwd, EnvVars: body.EnvVars})
 	if err != nil {
 		return err
 	}
 	defer func() { _ = s.code.Delete(c.ID) }()
 	return s.runCode(w, r, c.ID, body.Code, timeout)
-}
-
-// codeError is a run's error.
-type codeError struct {
-	Name      string   `json:"name"`
-	Value     string   `json:"value"`
-	Traceback []string `json:"traceback"`
 }
 
 // mimeFields maps MIME types to the reference's result fields.
@@ -210,25 +179,16 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request, id, code string
 		var v any
 		switch ev.Type {
 		case interp.EventStdout, interp.EventStderr:
-			v = struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}{ev.Type, ev.Text}
+			v = agentapi.CodeOutputEvent{Type: ev.Type, Text: ev.Text}
 		case interp.EventResult:
 			m := resultFields(ev.Data)
 			m["type"] = interp.EventResult
 			m["executionCount"] = ev.ExecutionCount
 			v = m
 		case interp.EventError:
-			v = struct {
-				Type string `json:"type"`
-				codeError
-			}{ev.Type, codeError{ev.Name, ev.Value, nonNil(ev.Traceback)}}
+			v = agentapi.CodeErrorEvent{Type: ev.Type, CodeError: agentapi.CodeError{Name: ev.Name, Value: ev.Value, Traceback: nonNil(ev.Traceback)}}
 		case interp.EventComplete:
-			v = struct {
-				Type           string `json:"type"`
-				ExecutionCount int    `json:"executionCount"`
-			}{ev.Type, ev.ExecutionCount}
+			v = agentapi.CodeCompleteEvent{Type: ev.Type, ExecutionCount: ev.ExecutionCount}
 		default:
 			return
 		}
@@ -236,11 +196,8 @@ func (s *Server) runCode(w http.ResponseWriter, r *http.Request, id, code string
 	})
 	if err != nil {
 		// The context went away between the check and the run.
-		_ = sw.Send(struct {
-			Type string `json:"type"`
-			codeError
-			Code string `json:"code"`
-		}{interp.EventError, codeError{"ContextNotFound", err.Error(), []string{}}, string(errdefs.CodeOf(err))})
+		_ = sw.Send(agentapi.CodeFailedEvent{Type: interp.EventError,
+			CodeError: agentapi.CodeError{Name: "ContextNotFound", Value: err.Error(), Traceback: []string{}}, Code: string(errdefs.CodeOf(err))})
 	}
 	return nil
 }
@@ -258,16 +215,7 @@ const maxBufferedLog = 16 << 20
 // runCodeBuffered is runCode's ?buffered=1 form: {results, logs: {stdout, stderr}, error,
 // executionCount}.
 func (s *Server) runCodeBuffered(w http.ResponseWriter, r *http.Request, id, code string, timeout time.Duration) error {
-	type logs struct {
-		Stdout []string `json:"stdout"`
-		Stderr []string `json:"stderr"`
-	}
-	out := struct {
-		Results        []map[string]any `json:"results"`
-		Logs           logs             `json:"logs"`
-		Error          *codeError       `json:"error"`
-		ExecutionCount int              `json:"executionCount"`
-	}{Results: []map[string]any{}, Logs: logs{[]string{}, []string{}}}
+	out := agentapi.CodeBufferedReply{Results: []map[string]any{}, Logs: agentapi.CodeLogs{Stdout: []string{}, Stderr: []string{}}}
 	// The buffered form holds the run's output in memory: past maxBufferedLog bytes per stream
 	// the rest is dropped, with one marker (the streaming form has no limit).
 	var held [2]int
@@ -290,7 +238,7 @@ func (s *Server) runCodeBuffered(w http.ResponseWriter, r *http.Request, id, cod
 			out.Results = append(out.Results, resultFields(ev.Data))
 			out.ExecutionCount = ev.ExecutionCount
 		case interp.EventError:
-			out.Error = &codeError{ev.Name, ev.Value, nonNil(ev.Traceback)}
+			out.Error = &agentapi.CodeError{Name: ev.Name, Value: ev.Value, Traceback: nonNil(ev.Traceback)}
 		case interp.EventComplete:
 			out.ExecutionCount = ev.ExecutionCount
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/envlimit"
 )
 
@@ -26,19 +27,8 @@ const maxBufferedOutput = 16 << 20
 // maxContextOutput caps the partial output carried in a timeout error's context, in bytes.
 const maxContextOutput = 1 << 20
 
-// execRequest is the body of both exec endpoints.
-type execRequest struct {
-	Command     string            `json:"command"`
-	SessionID   string            `json:"sessionId"`
-	TimeoutMs   int64             `json:"timeoutMs"`
-	Env         map[string]string `json:"env"`
-	Cwd         string            `json:"cwd"`
-	Stdin       *string           `json:"stdin"`
-	StdinBase64 *string           `json:"stdinBase64"`
-}
-
-// toSession validates the request and converts it.
-func (e execRequest) toSession() (session.Request, error) {
+// execSession validates the body of both exec endpoints and converts it.
+func execSession(e agentapi.ExecRequest) (session.Request, error) {
 	req := session.Request{Command: e.Command, Env: e.Env, Cwd: e.Cwd}
 	if strings.TrimSpace(e.Command) == "" {
 		return req, errdefs.New(errdefs.CodeInvalidCommand, "command is empty")
@@ -100,15 +90,15 @@ func (b *bufferOutput) add(buf *bytes.Buffer, p []byte) {
 	buf.Write(p)
 }
 
-// handleExecute: POST /api/execute → {success, exitCode, stdout, stderr, encoding?, truncated?,
-// reason? ("oom-killed", see package oom), command, duration (ms), sessionId, timestamp}. Timeout → 408 COMMAND_TIMEOUT with context
-// {timeoutMs, stdout, stderr}.
+// handleExecute: POST /api/execute → agentapi.ExecReply {success, exitCode, stdout, stderr,
+// encoding?, truncated?, reason? ("oom-killed", see package oom), command, duration (ms),
+// sessionId, timestamp}. Timeout → 408 COMMAND_TIMEOUT with context {timeoutMs, stdout, stderr}.
 func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
-	var body execRequest
+	var body agentapi.ExecRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	req, err := body.toSession()
+	req, err := execSession(body)
 	if err != nil {
 		return err
 	}
@@ -148,12 +138,8 @@ func (s *Server) handleExecute(w http.ResponseWriter, r *http.Request) error {
 	if reason := oomWatch.Reason(res.ExitCode); reason != "" {
 		bw.WriteString(`,"reason":"` + reason + `"`)
 	}
-	tail, _ := json.Marshal(struct {
-		Command   string    `json:"command"`
-		Duration  int64     `json:"duration"`
-		SessionID string    `json:"sessionId"`
-		Timestamp time.Time `json:"timestamp"`
-	}{body.Command, res.Duration.Milliseconds(), sid, now()})
+	tail, _ := json.Marshal(agentapi.ExecReplyTail{Command: body.Command, Duration: res.Duration.Milliseconds(), SessionID: sid,
+		Timestamp: now()})
 	bw.WriteByte(',')
 	bw.Write(tail[1:]) // the object's fields and closing brace
 	bw.WriteByte('\n')

@@ -2,28 +2,12 @@ package agent
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/oom"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
-
-// outputEvent is a stdout or stderr event.
-type outputEvent struct {
-	Type      string    `json:"type"`
-	Data      string    `json:"data"`
-	Encoding  string    `json:"encoding,omitempty"`
-	Timestamp time.Time `json:"timestamp"`
-}
-
-// errorEvent ends a stream that failed.
-type errorEvent struct {
-	Type      string    `json:"type"`
-	Code      string    `json:"code"`
-	Error     string    `json:"error"`
-	Timestamp time.Time `json:"timestamp"`
-}
 
 // streamOutput sends a command's events as SSE. The stream starts (headers and the start
 // event) only when the command does, so earlier failures get a JSON envelope.
@@ -37,13 +21,7 @@ type streamOutput struct {
 
 func (o *streamOutput) Start(pid int) error {
 	o.sse = sse.NewWriter(o.w)
-	return o.sse.Send(struct {
-		Type      string    `json:"type"`
-		Command   string    `json:"command"`
-		PID       int       `json:"pid"`
-		SessionID string    `json:"sessionId"`
-		Timestamp time.Time `json:"timestamp"`
-	}{"start", o.command, pid, o.sessionID, now()})
+	return o.sse.Send(agentapi.ExecStartEvent{Type: "start", Command: o.command, PID: pid, SessionID: o.sessionID, Timestamp: now()})
 }
 
 func (o *streamOutput) Stdout(p []byte) error {
@@ -60,7 +38,7 @@ func (o *streamOutput) send(typ string, c chunk, ok bool) error {
 	if !ok {
 		return nil
 	}
-	ev := outputEvent{Type: typ, Data: c.data, Timestamp: now()}
+	ev := agentapi.OutputEvent{Type: typ, Data: c.data, Timestamp: now()}
 	if c.base64 {
 		ev.Encoding = "base64"
 	}
@@ -80,11 +58,11 @@ func (o *streamOutput) flush() error {
 // handleExecuteStream: POST /api/execute/stream → SSE start, stdout/stderr…, then complete
 // {exitCode, duration, reason?} or error {code, error}; reason as handleExecute's (package oom). A client disconnect kills the command's tree.
 func (s *Server) handleExecuteStream(w http.ResponseWriter, r *http.Request) error {
-	var body execRequest
+	var body agentapi.ExecRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
-	req, err := body.toSession()
+	req, err := execSession(body)
 	if err != nil {
 		return err
 	}
@@ -102,15 +80,10 @@ func (s *Server) handleExecuteStream(w http.ResponseWriter, r *http.Request) err
 		return nil // the client is gone; nobody to tell
 	}
 	if err != nil {
-		_ = out.sse.Send(errorEvent{Type: "error", Code: string(errdefs.CodeOf(err)), Error: err.Error(), Timestamp: now()})
+		_ = out.sse.Send(agentapi.ErrorEvent{Type: "error", Code: string(errdefs.CodeOf(err)), Error: err.Error(), Timestamp: now()})
 		return nil
 	}
-	_ = out.sse.Send(struct {
-		Type      string    `json:"type"`
-		ExitCode  int       `json:"exitCode"`
-		Duration  int64     `json:"duration"`
-		Reason    string    `json:"reason,omitempty"`
-		Timestamp time.Time `json:"timestamp"`
-	}{"complete", res.ExitCode, res.Duration.Milliseconds(), oomWatch.Reason(res.ExitCode), now()})
+	_ = out.sse.Send(agentapi.ExecCompleteEvent{Type: "complete", ExitCode: res.ExitCode, Duration: res.Duration.Milliseconds(),
+		Reason: oomWatch.Reason(res.ExitCode), Timestamp: now()})
 	return nil
 }

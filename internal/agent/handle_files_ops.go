@@ -2,22 +2,15 @@ package agent
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // handleListFiles: POST /api/list-files {path, options:{recursive?, includeHidden?},
 // sessionId?} → {success, path, files:[FileInfo], count, timestamp}.
 func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path    string `json:"path"`
-		Options struct {
-			Recursive     bool `json:"recursive"`
-			IncludeHidden bool `json:"includeHidden"`
-		} `json:"options"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.ListFilesRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -29,24 +22,28 @@ func (s *Server) handleListFiles(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool         `json:"success"`
-		Path      string       `json:"path"`
-		Files     []files.Info `json:"files"`
-		Count     int          `json:"count"`
-		Timestamp time.Time    `json:"timestamp"`
-	}{true, p, list, len(list), now()})
+	writeJSON(w, http.StatusOK, agentapi.ListFilesReply{Success: true, Path: p, Files: fileInfos(list), Count: len(list), Timestamp: now()})
 	return nil
+}
+
+// fileInfos is a listing as sent. (package files cannot use the agentapi types: the tar
+// package, which agentapi's ExtractReply uses, imports it.)
+func fileInfos(list []files.Info) []agentapi.FileInfo {
+	if list == nil {
+		return nil
+	}
+	out := make([]agentapi.FileInfo, len(list))
+	for i, f := range list {
+		out[i] = agentapi.FileInfo{Name: f.Name, AbsolutePath: f.AbsolutePath, RelativePath: f.RelativePath, Type: f.Type,
+			Size: f.Size, ModifiedAt: f.ModifiedAt, Mode: f.Mode, Permissions: agentapi.FilePermissions(f.Permissions)}
+	}
+	return out
 }
 
 // handleMkdir: POST /api/mkdir {path, recursive?, sessionId?} → {success, path, recursive,
 // timestamp}.
 func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.MkdirRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -57,29 +54,13 @@ func (s *Server) handleMkdir(w http.ResponseWriter, r *http.Request) error {
 	if err := files.Mkdir(p, req.Recursive); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		Path      string    `json:"path"`
-		Recursive bool      `json:"recursive"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, p, req.Recursive, now()})
+	writeJSON(w, http.StatusOK, agentapi.MkdirReply{Success: true, Path: p, Recursive: req.Recursive, Timestamp: now()})
 	return nil
-}
-
-// pathReply answers delete.
-type pathReply struct {
-	Success   bool      `json:"success"`
-	Path      string    `json:"path"`
-	Timestamp time.Time `json:"timestamp"`
 }
 
 // handleDelete: POST /api/delete {path, recursive?, sessionId?} → {success, path, timestamp}.
 func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		Recursive bool   `json:"recursive"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.DeleteRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -90,16 +71,8 @@ func (s *Server) handleDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := files.Delete(p, req.Recursive); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, pathReply{true, p, now()})
+	writeJSON(w, http.StatusOK, agentapi.PathReply{Success: true, Path: p, Timestamp: now()})
 	return nil
-}
-
-// moveReply answers rename and move.
-type moveReply struct {
-	Success   bool      `json:"success"`
-	Path      string    `json:"path"`
-	NewPath   string    `json:"newPath"`
-	Timestamp time.Time `json:"timestamp"`
 }
 
 // move resolves both paths in session sid and moves like mv.
@@ -116,18 +89,14 @@ func (s *Server) move(w http.ResponseWriter, sid, from, to string) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, moveReply{true, src, final, now()})
+	writeJSON(w, http.StatusOK, agentapi.MoveReply{Success: true, Path: src, NewPath: final, Timestamp: now()})
 	return nil
 }
 
 // handleRename: POST /api/rename {oldPath, newPath, sessionId?} → {success, path, newPath,
 // timestamp}.
 func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		OldPath   string `json:"oldPath"`
-		NewPath   string `json:"newPath"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.RenameRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -137,11 +106,7 @@ func (s *Server) handleRename(w http.ResponseWriter, r *http.Request) error {
 // handleMove: POST /api/move {sourcePath, destinationPath, sessionId?} → {success, path,
 // newPath, timestamp}.
 func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		SourcePath      string `json:"sourcePath"`
-		DestinationPath string `json:"destinationPath"`
-		SessionID       string `json:"sessionId"`
-	}
+	var req agentapi.MoveRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -150,10 +115,7 @@ func (s *Server) handleMove(w http.ResponseWriter, r *http.Request) error {
 
 // handleExists: POST /api/exists {path, sessionId?} → {success, path, exists, timestamp}.
 func (s *Server) handleExists(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.ExistsRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -165,11 +127,6 @@ func (s *Server) handleExists(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		Path      string    `json:"path"`
-		Exists    bool      `json:"exists"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, p, ok, now()})
+	writeJSON(w, http.StatusOK, agentapi.ExistsReply{Success: true, Path: p, Exists: ok, Timestamp: now()})
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/api/v1/sse"
@@ -23,11 +22,7 @@ const streamChunk = 65535
 // encoding, isBinary, mimeType, size, timestamp}. Over 32 MiB → 413 FILE_TOO_LARGE. Binary
 // content (and text that is not valid UTF-8) is base64; encoding "base64" forces base64.
 func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		Encoding  string `json:"encoding"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.ReadRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -44,16 +39,7 @@ func (s *Server) handleRead(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	useB64 := enc == "base64" || !utf8.Valid(data) || (enc == "" && meta.IsBinary)
-	reply := struct {
-		Success   bool      `json:"success"`
-		Path      string    `json:"path"`
-		Content   string    `json:"content"`
-		Encoding  string    `json:"encoding"`
-		IsBinary  bool      `json:"isBinary"`
-		MimeType  string    `json:"mimeType"`
-		Size      int64     `json:"size"`
-		Timestamp time.Time `json:"timestamp"`
-	}{Success: true, Path: p, IsBinary: meta.IsBinary, MimeType: meta.MIME, Size: meta.Size, Timestamp: now()}
+	reply := agentapi.ReadReply{Success: true, Path: p, IsBinary: meta.IsBinary, MimeType: meta.MIME, Size: meta.Size, Timestamp: now()}
 	if useB64 {
 		reply.Content, reply.Encoding = base64.StdEncoding.EncodeToString(data), "base64"
 	} else {
@@ -92,10 +78,7 @@ func (s *Server) handleFileGet(w http.ResponseWriter, r *http.Request) error {
 // Text chunks never split a UTF-8 character; a text chunk that is not valid UTF-8 carries
 // "encoding":"base64".
 func (s *Server) handleReadStream(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.ReadStreamRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -113,25 +96,15 @@ func (s *Server) handleReadStream(w http.ResponseWriter, r *http.Request) error 
 		enc = "base64"
 	}
 	sw := sse.NewWriter(w)
-	if err := sw.Send(struct {
-		Type     string `json:"type"`
-		MimeType string `json:"mimeType"`
-		Size     int64  `json:"size"`
-		IsBinary bool   `json:"isBinary"`
-		Encoding string `json:"encoding"`
-	}{"metadata", meta.MIME, meta.Size, meta.IsBinary, enc}); err != nil {
+	if err := sw.Send(agentapi.ReadMetadataEvent{Type: "metadata", MimeType: meta.MIME, Size: meta.Size, IsBinary: meta.IsBinary,
+		Encoding: enc}); err != nil {
 		return nil
-	}
-	type chunkEvent struct {
-		Type     string `json:"type"`
-		Data     string `json:"data"`
-		Encoding string `json:"encoding,omitempty"`
 	}
 	sendChunk := func(c chunk, ok bool) error {
 		if !ok {
 			return nil
 		}
-		ev := chunkEvent{Type: "chunk", Data: c.data}
+		ev := agentapi.ReadChunkEvent{Type: "chunk", Data: c.data}
 		if c.base64 {
 			ev.Encoding = "base64"
 		}
@@ -149,7 +122,7 @@ func (s *Server) handleReadStream(w http.ResponseWriter, r *http.Request) error 
 			total += int64(n)
 			var serr error
 			if meta.IsBinary {
-				serr = sw.Send(chunkEvent{Type: "chunk", Data: base64.StdEncoding.EncodeToString(buf[:n])})
+				serr = sw.Send(agentapi.ReadChunkEvent{Type: "chunk", Data: base64.StdEncoding.EncodeToString(buf[:n])})
 			} else {
 				serr = sendChunk(text.push(buf[:n]))
 			}
@@ -162,16 +135,13 @@ func (s *Server) handleReadStream(w http.ResponseWriter, r *http.Request) error 
 		}
 		if rerr != nil {
 			e := files.MapError(rerr, p)
-			_ = sw.Send(errorEvent{Type: "error", Code: string(errdefs.CodeOf(e)), Error: e.Error(), Timestamp: now()})
+			_ = sw.Send(agentapi.ErrorEvent{Type: "error", Code: string(errdefs.CodeOf(e)), Error: e.Error(), Timestamp: now()})
 			return nil
 		}
 	}
 	if err := sendChunk(text.flush()); err != nil {
 		return nil
 	}
-	_ = sw.Send(struct {
-		Type      string `json:"type"`
-		BytesRead int64  `json:"bytesRead"`
-	}{"complete", total})
+	_ = sw.Send(agentapi.ReadCompleteEvent{Type: "complete", BytesRead: total})
 	return nil
 }

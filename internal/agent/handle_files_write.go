@@ -5,19 +5,11 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
-
-// writeReply answers both write forms.
-type writeReply struct {
-	Success   bool      `json:"success"`
-	Path      string    `json:"path"`
-	Size      int64     `json:"size"`
-	Timestamp time.Time `json:"timestamp"`
-}
 
 // resolvePath validates p and resolves it against the cwd of session sid.
 func (s *Server) resolvePath(sid, p string) (string, error) {
@@ -34,12 +26,7 @@ func (s *Server) resolvePath(sid, p string) (string, error) {
 // handleWrite: POST /api/write {path, content, encoding?, sessionId?} → {success, path, size,
 // timestamp}. Parents are created; the write is atomic.
 func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path      string `json:"path"`
-		Content   string `json:"content"`
-		Encoding  string `json:"encoding"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.WriteRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -63,7 +50,7 @@ func (s *Server) handleWrite(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, writeReply{true, p, n, now()})
+	writeJSON(w, http.StatusOK, agentapi.WriteReply{Success: true, Path: p, Size: n, Timestamp: now()})
 	return nil
 }
 
@@ -79,6 +66,6 @@ func (s *Server) handleFilePut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, writeReply{true, p, n, now()})
+	writeJSON(w, http.StatusOK, agentapi.WriteReply{Success: true, Path: p, Size: n, Timestamp: now()})
 	return nil
 }

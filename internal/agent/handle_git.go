@@ -8,19 +8,13 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
 	"github.com/hutchdev/hutch/internal/agent/gitclone"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // handleGitCheckout: POST /api/git/checkout {repoUrl, branch?, targetDir?, depth?, timeoutMs?,
 // sessionId?} → {success, repoUrl (credentials redacted), branch, targetDir, timestamp}.
 func (s *Server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		RepoURL   string `json:"repoUrl"`
-		Branch    string `json:"branch"`
-		TargetDir string `json:"targetDir"`
-		Depth     int    `json:"depth"`
-		TimeoutMs int64  `json:"timeoutMs"`
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.GitCheckoutRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -49,13 +43,8 @@ func (s *Server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		RepoURL   string    `json:"repoUrl"`
-		Branch    string    `json:"branch"`
-		TargetDir string    `json:"targetDir"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, gitclone.Redact(req.RepoURL), res.Branch, target, now()})
+	writeJSON(w, http.StatusOK, agentapi.GitCheckoutReply{Success: true, RepoURL: gitclone.Redact(req.RepoURL), Branch: res.Branch,
+		TargetDir: target, Timestamp: now()})
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/process"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // Kill grace periods, for DELETE /api/process/{id} and /api/process/kill-all.
@@ -22,20 +23,10 @@ const (
 	maxKillGrace     = 60 * time.Second
 )
 
-// processStartRequest is the body of POST /api/process/start.
-type processStartRequest struct {
-	Command        string            `json:"command"`
-	ProcessID      string            `json:"processId"`
-	SessionID      string            `json:"sessionId"`
-	Env            map[string]string `json:"env"`
-	Cwd            string            `json:"cwd"`
-	LogBufferBytes int               `json:"logBufferBytes"`
-}
-
 // handleProcessStart: POST /api/process/start → {success, processId, pid, command, process,
 // timestamp}.
 func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, _ string) error {
-	var body processStartRequest
+	var body agentapi.ProcessStartRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -58,14 +49,8 @@ func (s *Server) handleProcessStart(w http.ResponseWriter, r *http.Request, _ st
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool         `json:"success"`
-		ProcessID string       `json:"processId"`
-		PID       int          `json:"pid"`
-		Command   string       `json:"command"`
-		Process   process.Info `json:"process"`
-		Timestamp time.Time    `json:"timestamp"`
-	}{true, info.ID, info.PID, info.Command, info, now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessStartReply{Success: true, ProcessID: info.ID, PID: info.PID, Command: info.Command,
+		Process: info, Timestamp: now()})
 	return nil
 }
 
@@ -78,11 +63,7 @@ func (s *Server) handleProcessList(w http.ResponseWriter, r *http.Request, _ str
 	default:
 		return errdefs.Newf(errdefs.CodeInvalidArgument, "unknown status %q", status).With("status", string(status))
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool           `json:"success"`
-		Processes []process.Info `json:"processes"`
-		Timestamp time.Time      `json:"timestamp"`
-	}{true, s.procs.List(status), now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessListReply{Success: true, Processes: s.procs.List(status), Timestamp: now()})
 	return nil
 }
 
@@ -92,11 +73,7 @@ func (s *Server) handleProcessGet(w http.ResponseWriter, _ *http.Request, id str
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool         `json:"success"`
-		Process   process.Info `json:"process"`
-		Timestamp time.Time    `json:"timestamp"`
-	}{true, info, now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessReply{Success: true, Process: info, Timestamp: now()})
 	return nil
 }
 
@@ -125,13 +102,7 @@ func (s *Server) handleProcessKill(w http.ResponseWriter, r *http.Request, id st
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool         `json:"success"`
-		ProcessID string       `json:"processId"`
-		Killed    bool         `json:"killed"`
-		Process   process.Info `json:"process"`
-		Timestamp time.Time    `json:"timestamp"`
-	}{true, id, killed, info, now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessKillReply{Success: true, ProcessID: id, Killed: killed, Process: info, Timestamp: now()})
 	return nil
 }
 
@@ -143,11 +114,7 @@ func (s *Server) handleProcessKillAll(w http.ResponseWriter, r *http.Request, _ 
 		return err
 	}
 	n := s.procs.KillAll(grace)
-	writeJSON(w, http.StatusOK, struct {
-		Success      bool      `json:"success"`
-		CleanedCount int       `json:"cleanedCount"`
-		Timestamp    time.Time `json:"timestamp"`
-	}{true, n, now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessKillAllReply{Success: true, CleanedCount: n, Timestamp: now()})
 	return nil
 }
 
@@ -194,23 +161,9 @@ func (s *Server) handleProcessLogs(w http.ResponseWriter, _ *http.Request, id st
 		stdout, stderr = base64.StdEncoding.EncodeToString(out), base64.StdEncoding.EncodeToString(errb)
 		encoding = "base64"
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success       bool           `json:"success"`
-		ProcessID     string         `json:"processId"`
-		Stdout        string         `json:"stdout"`
-		Stderr        string         `json:"stderr"`
-		Encoding      string         `json:"encoding,omitempty"`
-		StdoutOffset  int64          `json:"stdoutOffset"`
-		StdoutEnd     int64          `json:"stdoutEnd"`
-		StdoutDropped int64          `json:"stdoutDropped"`
-		StderrOffset  int64          `json:"stderrOffset"`
-		StderrEnd     int64          `json:"stderrEnd"`
-		StderrDropped int64          `json:"stderrDropped"`
-		Status        process.Status `json:"status"`
-		ExitCode      *int           `json:"exitCode,omitempty"`
-		Timestamp     time.Time      `json:"timestamp"`
-	}{true, id, stdout, stderr, encoding, outOff, l.StdoutEnd, outOff, errOff, l.StderrEnd, errOff,
-		l.Info.Status, l.Info.ExitCode, now()})
+	writeJSON(w, http.StatusOK, agentapi.ProcessLogsReply{Success: true, ProcessID: id, Stdout: stdout, Stderr: stderr,
+		Encoding: encoding, StdoutOffset: outOff, StdoutEnd: l.StdoutEnd, StdoutDropped: outOff, StderrOffset: errOff,
+		StderrEnd: l.StderrEnd, StderrDropped: errOff, Status: l.Info.Status, ExitCode: l.Info.ExitCode, Timestamp: now()})
 	return nil
 }
 
@@ -249,16 +202,6 @@ func streamOffsets(r *http.Request) (so, se int64, err error) {
 	return 0, 0, nil
 }
 
-// processOutputEvent is a stdout or stderr frame of a process stream.
-type processOutputEvent struct {
-	Type      string    `json:"type"`
-	ProcessID string    `json:"processId"`
-	Data      string    `json:"data"`
-	Encoding  string    `json:"encoding,omitempty"`
-	Offset    int64     `json:"offset"`
-	Timestamp time.Time `json:"timestamp"`
-}
-
 // exitMessage is the data of the exit frame.
 func exitMessage(info process.Info) string {
 	if info.ExitCode == nil {
@@ -285,14 +228,8 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request, id 
 		return err
 	}
 	out := sse.NewWriter(w)
-	if err := out.Send(struct {
-		Type      string         `json:"type"`
-		ProcessID string         `json:"processId"`
-		Command   string         `json:"command"`
-		Status    process.Status `json:"status"`
-		PID       int            `json:"pid"`
-		Timestamp time.Time      `json:"timestamp"`
-	}{"process_info", id, info.Command, info.Status, info.PID, now()}); err != nil {
+	if err := out.Send(agentapi.ProcessInfoEvent{Type: "process_info", ProcessID: id, Command: info.Command, Status: info.Status,
+		PID: info.PID, Timestamp: now()}); err != nil {
 		return nil
 	}
 	// delivered is what the client has of each stream: the chunkers may hold back the start
@@ -302,7 +239,7 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request, id 
 	eventID := func() string { return strconv.FormatInt(delivered[0], 10) + "," + strconv.FormatInt(delivered[1], 10) }
 	send := func(st process.Stream, c chunk, offset int64, n int) error {
 		delivered[st] = offset + int64(n)
-		ev := processOutputEvent{Type: st.String(), ProcessID: id, Data: c.data, Offset: offset, Timestamp: now()}
+		ev := agentapi.ProcessOutputEvent{Type: st.String(), ProcessID: id, Data: c.data, Offset: offset, Timestamp: now()}
 		if c.base64 {
 			ev.Encoding = "base64"
 		}
@@ -322,7 +259,7 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request, id 
 		}
 		if err != nil {
 			if r.Context().Err() == nil {
-				_ = out.Send(errorEvent{Type: "error", Code: string(errdefs.CodeOf(err)), Error: err.Error(), Timestamp: now()})
+				_ = out.Send(agentapi.ErrorEvent{Type: "error", Code: string(errdefs.CodeOf(err)), Error: err.Error(), Timestamp: now()})
 			}
 			return nil
 		}
@@ -338,27 +275,16 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request, id 
 		case process.KindDropped:
 			if err = flush(ev.Stream); err == nil {
 				delivered[ev.Stream] = ev.To
-				err = out.SendID(eventID(), struct {
-					Type      string    `json:"type"`
-					Stream    string    `json:"stream"`
-					From      int64     `json:"from"`
-					To        int64     `json:"to"`
-					Timestamp time.Time `json:"timestamp"`
-				}{"dropped", ev.Stream.String(), ev.From, ev.To, now()})
+				err = out.SendID(eventID(), agentapi.ProcessDroppedEvent{Type: "dropped", Stream: ev.Stream.String(), From: ev.From,
+					To: ev.To, Timestamp: now()})
 			}
 		case process.KindExit:
 			if err = flush(process.Stdout); err == nil {
 				err = flush(process.Stderr)
 			}
 			if err == nil {
-				err = out.Send(struct {
-					Type      string         `json:"type"`
-					ProcessID string         `json:"processId"`
-					ExitCode  *int           `json:"exitCode,omitempty"`
-					Status    process.Status `json:"status"`
-					Data      string         `json:"data"`
-					Timestamp time.Time      `json:"timestamp"`
-				}{"exit", id, ev.Info.ExitCode, ev.Info.Status, exitMessage(ev.Info), now()})
+				err = out.Send(agentapi.ProcessExitEvent{Type: "exit", ProcessID: id, ExitCode: ev.Info.ExitCode, Status: ev.Info.Status,
+					Data: exitMessage(ev.Info), Timestamp: now()})
 			}
 		}
 		if err != nil {
@@ -370,12 +296,7 @@ func (s *Server) handleProcessStream(w http.ResponseWriter, r *http.Request, id 
 // handleProcessWaitLog: POST /api/process/{id}/wait-log {pattern?, text?, stream?, timeoutMs?}
 // → {success, line, match, groups?, stream, timestamp}.
 func (s *Server) handleProcessWaitLog(w http.ResponseWriter, r *http.Request, id string) error {
-	var body struct {
-		Pattern   string `json:"pattern"`
-		Text      string `json:"text"`
-		Stream    string `json:"stream"`
-		TimeoutMs int64  `json:"timeoutMs"`
-	}
+	var body agentapi.WaitLogRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -385,31 +306,15 @@ func (s *Server) handleProcessWaitLog(w http.ResponseWriter, r *http.Request, id
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool              `json:"success"`
-		Line      string            `json:"line"`
-		Match     []string          `json:"match"`
-		Groups    map[string]string `json:"groups,omitempty"`
-		Stream    string            `json:"stream"`
-		Timestamp time.Time         `json:"timestamp"`
-	}{true, m.Line, m.Match, m.Groups, m.Stream.String(), now()})
+	writeJSON(w, http.StatusOK, agentapi.WaitLogReply{Success: true, Line: m.Line, Match: m.Match, Groups: m.Groups,
+		Stream: m.Stream.String(), Timestamp: now()})
 	return nil
 }
 
 // handleProcessWaitPort: POST /api/process/{id}/wait-port {port, mode?, path?, status?: {min,
 // max}, intervalMs?, timeoutMs?} → {success, port, statusCode?, timestamp}.
 func (s *Server) handleProcessWaitPort(w http.ResponseWriter, r *http.Request, id string) error {
-	var body struct {
-		Port   int    `json:"port"`
-		Mode   string `json:"mode"`
-		Path   string `json:"path"`
-		Status struct {
-			Min int `json:"min"`
-			Max int `json:"max"`
-		} `json:"status"`
-		IntervalMs int64 `json:"intervalMs"`
-		TimeoutMs  int64 `json:"timeoutMs"`
-	}
+	var body agentapi.WaitPortRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -420,21 +325,14 @@ func (s *Server) handleProcessWaitPort(w http.ResponseWriter, r *http.Request, i
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success    bool      `json:"success"`
-		Port       int       `json:"port"`
-		StatusCode int       `json:"statusCode,omitempty"`
-		Timestamp  time.Time `json:"timestamp"`
-	}{true, res.Port, res.StatusCode, now()})
+	writeJSON(w, http.StatusOK, agentapi.WaitPortReply{Success: true, Port: res.Port, StatusCode: res.StatusCode, Timestamp: now()})
 	return nil
 }
 
 // handleProcessWaitExit: POST /api/process/{id}/wait-exit {timeoutMs?} → {success, processId,
 // exitCode, status, timestamp}.
 func (s *Server) handleProcessWaitExit(w http.ResponseWriter, r *http.Request, id string) error {
-	var body struct {
-		TimeoutMs int64 `json:"timeoutMs"`
-	}
+	var body agentapi.WaitExitRequest
 	if err := decode(w, r, &body); err != nil {
 		return err
 	}
@@ -442,12 +340,7 @@ func (s *Server) handleProcessWaitExit(w http.ResponseWriter, r *http.Request, i
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool           `json:"success"`
-		ProcessID string         `json:"processId"`
-		ExitCode  *int           `json:"exitCode,omitempty"`
-		Status    process.Status `json:"status"`
-		Timestamp time.Time      `json:"timestamp"`
-	}{true, id, info.ExitCode, info.Status, now()})
+	writeJSON(w, http.StatusOK, agentapi.WaitExitReply{Success: true, ProcessID: id, ExitCode: info.ExitCode, Status: info.Status,
+		Timestamp: now()})
 	return nil
 }

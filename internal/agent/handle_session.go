@@ -2,7 +2,6 @@ package agent
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/session"
@@ -19,11 +18,7 @@ func (s *Server) handlePing(w http.ResponseWriter, _ *http.Request) error {
 
 // handleSessionCreate: POST /api/session/create {id?, env?, cwd?} → {success, id, cwd, timestamp}.
 func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		ID  string            `json:"id"`
-		Env map[string]string `json:"env"`
-		Cwd string            `json:"cwd"`
-	}
+	var req agentapi.SessionCreateRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -34,22 +29,13 @@ func (s *Server) handleSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		ID        string    `json:"id"`
-		Cwd       string    `json:"cwd"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, info.ID, info.Cwd, now()})
+	writeJSON(w, http.StatusOK, agentapi.SessionCreateReply{Success: true, ID: info.ID, Cwd: info.Cwd, Timestamp: now()})
 	return nil
 }
 
 // handleSessionList: GET /api/session/list → {success, sessions:[{id,cwd}], timestamp}.
 func (s *Server) handleSessionList(w http.ResponseWriter, _ *http.Request) error {
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool           `json:"success"`
-		Sessions  []session.Info `json:"sessions"`
-		Timestamp time.Time      `json:"timestamp"`
-	}{true, s.sessions.List(), now()})
+	writeJSON(w, http.StatusOK, agentapi.SessionListReply{Success: true, Sessions: s.sessions.List(), Timestamp: now()})
 	return nil
 }
 
@@ -67,9 +53,7 @@ func (s *Server) handleSessionSave(w http.ResponseWriter, _ *http.Request) error
 
 // handleSessionDelete: POST /api/session/delete {sessionId} → {success, sessionId, timestamp}.
 func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		SessionID string `json:"sessionId"`
-	}
+	var req agentapi.SessionDeleteRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -79,10 +63,6 @@ func (s *Server) handleSessionDelete(w http.ResponseWriter, r *http.Request) err
 	if err := s.sessions.Delete(req.SessionID); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		SessionID string    `json:"sessionId"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, req.SessionID, now()})
+	writeJSON(w, http.StatusOK, agentapi.SessionDeleteReply{Success: true, SessionID: req.SessionID, Timestamp: now()})
 	return nil
 }

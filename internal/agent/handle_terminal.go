@@ -28,7 +28,7 @@ const (
 
 // handleTerminalList is GET /api/terminals.
 func (s *Server) handleTerminalList(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "terminals": s.terms.List(), "timestamp": now()})
+	writeJSON(w, http.StatusOK, agentapi.TerminalListReply{Success: true, Terminals: s.terms.List(), Timestamp: now()})
 	return nil
 }
 
@@ -41,7 +41,7 @@ func (s *Server) handleTerminalKill(w http.ResponseWriter, r *http.Request, tid 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "terminal": in, "timestamp": now()})
+	writeJSON(w, http.StatusOK, agentapi.TerminalKillReply{Success: true, Terminal: in, Timestamp: now()})
 	return nil
 }
 
@@ -112,7 +112,8 @@ func (s *Server) handleTerminalConnect(w http.ResponseWriter, r *http.Request, t
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	ready := v.Ready()
-	if err := writeFrame(ctx, c, map[string]any{"type": "ready", "id": ready.ID, "cols": ready.Cols, "rows": ready.Rows, "pid": ready.PID, "replayBytes": ready.ReplayBytes}); err != nil {
+	if err := writeFrame(ctx, c, agentapi.TerminalReadyFrame{Type: "ready", ID: ready.ID, Cols: ready.Cols, Rows: ready.Rows,
+		PID: ready.PID, ReplayBytes: ready.ReplayBytes}); err != nil {
 		return nil
 	}
 	go func() {
@@ -141,7 +142,7 @@ func (s *Server) terminalOutput(ctx context.Context, c *websocket.Conn, v *termi
 		case err == nil:
 		case errors.Is(err, io.EOF):
 			code, _ := v.ExitCode()
-			if writeFrame(ctx, c, map[string]any{"type": "exit", "code": code}) == nil {
+			if writeFrame(ctx, c, agentapi.TerminalExitFrame{Type: "exit", Code: code}) == nil {
 				_ = c.Close(websocket.StatusNormalClosure, "shell exited")
 			}
 			return
@@ -170,7 +171,7 @@ func (s *Server) terminalInput(ctx context.Context, c *websocket.Conn, v *termin
 		}
 		if err := terminalControl(v, data); err != nil {
 			env := errdefs.ToEnvelope(err, "terminal.control")
-			if writeFrame(ctx, c, map[string]any{"type": "error", "code": env.Code, "message": env.Message}) != nil {
+			if writeFrame(ctx, c, agentapi.TerminalErrorFrame{Type: "error", Code: env.Code, Message: env.Message}) != nil {
 				return
 			}
 		}
@@ -179,11 +180,7 @@ func (s *Server) terminalInput(ctx context.Context, c *websocket.Conn, v *termin
 
 // terminalControl applies one JSON control frame: {"type":"resize","cols":C,"rows":R}.
 func terminalControl(v *terminal.Viewer, data []byte) error {
-	var msg struct {
-		Type string          `json:"type"`
-		Cols json.RawMessage `json:"cols"`
-		Rows json.RawMessage `json:"rows"`
-	}
+	var msg agentapi.TerminalControlFrame
 	if err := json.Unmarshal(data, &msg); err != nil {
 		return errdefs.Wrap(errdefs.CodeInvalidJSON, err, "control frame is not a JSON object")
 	}

@@ -12,19 +12,12 @@ import (
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/watch"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // watchHeartbeat is how often an idle watch stream gets an SSE comment line, so that a caller
 // that went away is noticed (the write fails) and proxies do not time the stream out.
 var watchHeartbeat = 15 * time.Second
-
-// watchRequest is the body of POST /api/watch.
-type watchRequest struct {
-	Path      string   `json:"path"`
-	Recursive *bool    `json:"recursive"` // default true
-	Include   []string `json:"include"`
-	Exclude   []string `json:"exclude"` // absent or null: watch.DefaultExcludes
-}
 
 // watchStream writes the frames of a watch stream: "event: <type>" then "data: <json>", the
 // JSON also carrying "type" (so internal/sse readers, which ignore event lines, dispatch on
@@ -35,14 +28,15 @@ type watchStream struct {
 	rc *http.ResponseController
 }
 
-func (s *watchStream) send(v map[string]any) error {
+// send writes frame v (one of the agentapi.Watch*Event types) as event typ.
+func (s *watchStream) send(typ string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("watch: marshal: %w", err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", v["type"], b); err != nil {
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", typ, b); err != nil {
 		return err
 	}
 	return s.rc.Flush()
@@ -64,7 +58,7 @@ func (s *watchStream) heartbeat() error {
 // INVALID_PATH, FILE_NOT_FOUND, NOT_DIRECTORY, INVALID_PATTERN, VALIDATION_FAILED,
 // WATCH_LIMIT_EXCEEDED.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
-	var req watchRequest
+	var req agentapi.WatchRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -76,8 +70,8 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	defer wt.Close()
 	sse.NewWriter(w) // headers and status; the frames below carry event lines
 	out := &watchStream{w: w, rc: http.NewResponseController(w)}
-	if err := out.send(map[string]any{"type": "watching", "watchId": wt.ID(), "path": wt.Path(),
-		"recursive": opts.Recursive, "directories": wt.Dirs(), "timestamp": now()}); err != nil {
+	if err := out.send("watching", agentapi.WatchingEvent{Type: "watching", WatchID: wt.ID(), Path: wt.Path(),
+		Recursive: opts.Recursive, Directories: wt.Dirs(), Timestamp: now()}); err != nil {
 		return nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
@@ -108,22 +102,22 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
-// watchFrame is the data of the frame for ev.
-func watchFrame(ev watch.Event) map[string]any {
+// watchFrame is the type and data of the frame for ev.
+func watchFrame(ev watch.Event) (string, any) {
 	switch ev.Kind {
 	case watch.KindEvent:
-		return map[string]any{"type": "event", "eventType": ev.Type, "path": ev.Path, "isDirectory": ev.IsDir, "timestamp": ev.Time}
+		return "event", agentapi.WatchChangeEvent{Type: "event", EventType: string(ev.Type), Path: ev.Path, IsDirectory: ev.IsDir, Timestamp: ev.Time}
 	case watch.KindOverflow:
-		return map[string]any{"type": "overflow", "dropped": ev.Dropped, "timestamp": ev.Time}
+		return "overflow", agentapi.WatchOverflowEvent{Type: "overflow", Dropped: ev.Dropped, Timestamp: ev.Time}
 	case watch.KindError:
-		f := map[string]any{"type": "error", "code": errdefs.CodeOf(ev.Err), "message": ev.Err.Error(), "timestamp": ev.Time}
+		f := agentapi.WatchErrorEvent{Type: "error", Code: errdefs.CodeOf(ev.Err), Message: ev.Err.Error(), Timestamp: ev.Time}
 		var e *errdefs.Error
-		if errors.As(ev.Err, &e) && len(e.Context) > 0 {
-			f["context"] = e.Context
+		if errors.As(ev.Err, &e) {
+			f.Context = e.Context // omitted when empty
 		}
-		return f
+		return "error", f
 	default:
-		return map[string]any{"type": "stopped", "reason": ev.Reason, "timestamp": ev.Time}
+		return "stopped", agentapi.WatchStoppedEvent{Type: "stopped", Reason: ev.Reason, Timestamp: ev.Time}
 	}
 }
 
@@ -131,10 +125,7 @@ func watchFrame(ev watch.Event) map[string]any {
 // "changed"|"unchanged"|"resync", version, timestamp} (watch.Manager.Check). Errors:
 // INVALID_PATH, FILE_NOT_FOUND, NOT_DIRECTORY, WATCH_LIMIT_EXCEEDED.
 func (s *Server) handleWatchCheck(w http.ResponseWriter, r *http.Request) error {
-	var req struct {
-		Path  string `json:"path"`
-		Since string `json:"since"`
-	}
+	var req agentapi.WatchCheckRequest
 	if err := decode(w, r, &req); err != nil {
 		return err
 	}
@@ -142,11 +133,6 @@ func (s *Server) handleWatchCheck(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Success   bool      `json:"success"`
-		Status    string    `json:"status"`
-		Version   string    `json:"version"`
-		Timestamp time.Time `json:"timestamp"`
-	}{true, c.Status, c.Version, now()})
+	writeJSON(w, http.StatusOK, agentapi.WatchCheckReply{Success: true, Status: c.Status, Version: c.Version, Timestamp: now()})
 	return nil
 }

@@ -1,12 +1,16 @@
 // Package agentapi is the protocol between hutchd and hutch-init (the agent, PID 1 of every
-// sandbox) as Go data: the route table, the agent-only request and reply types, the header and
-// trailer names, and the protocol Version. The agent registers its handlers from Routes and
+// sandbox) as Go data: the route table, the request, reply and event types of every route (one
+// file per group of routes), the header and trailer names, and the protocol Version. The agent
+// registers its handlers from Routes and encodes and decodes its bodies with these types;
 // hutchd's agent client (internal/agentclient) and relay (internal/server) build their requests
-// from it, so neither side spells a path by hand. api/agent.md is the prose reference.
+// from them, so neither side spells a path or a body by hand. api/agent.md is the prose
+// reference.
 //
 // Most routes are public routes relayed by hutchd (v1.Routes, Forwarded): their entries here are
-// derived from v1.Routes, their bodies are the api/v1 types. The rest are agent-only (session
-// save, backup archive and extract), called by hutchd itself.
+// derived from v1.Routes, and hutchd passes their bodies through unparsed, so the public API's
+// api/v1 types describe the same JSON for the SDK (they are kept apart: api/v1 is a public
+// contract, and some agent types differ from the SDK's in omitempty only). The rest are
+// agent-only (session save, backup archive and extract), called by hutchd itself.
 package agentapi
 
 import (

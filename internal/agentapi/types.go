@@ -36,15 +36,3 @@ type ExtractReply struct {
 	archive.Stats
 	Timestamp time.Time `json:"timestamp"`
 }
-
-// Query parameters of a terminal connect (GET /api/terminals/{tid} with a WebSocket upgrade).
-const (
-	QueryTerminalSession = "session"
-	QueryTerminalCols    = "cols"
-	QueryTerminalRows    = "rows"
-	QueryTerminalShell   = "shell"
-)
-
-// TerminalQuery are the query parameters a terminal connect takes; they apply to a new terminal
-// only.
-var TerminalQuery = []string{QueryTerminalSession, QueryTerminalCols, QueryTerminalRows, QueryTerminalShell}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // Defaults of Config.
@@ -40,12 +41,7 @@ type Config struct {
 }
 
 // Context describes a code context.
-type Context struct {
-	ID        string    `json:"id"`
-	Language  string    `json:"language"`
-	Cwd       string    `json:"cwd"`
-	CreatedAt time.Time `json:"createdAt"`
-}
+type Context = agentapi.CodeContext
 
 // Manager keeps code contexts. It is safe for concurrent use.
 type Manager struct {

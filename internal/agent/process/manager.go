@@ -24,6 +24,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/oom"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // Log buffer sizes, in bytes per stream, and the default retention of finished processes.
@@ -35,7 +36,7 @@ const (
 )
 
 // Status is a process's state.
-type Status string
+type Status = agentapi.ProcessStatus
 
 // Statuses. A process is StatusStarting only while it is being started.
 const (
@@ -60,26 +61,10 @@ func statusOf(code int) Status {
 }
 
 // Info is a process record, as sent on the wire.
-type Info struct {
-	ID        string     `json:"id"`
-	PID       int        `json:"pid"` // the process the agent started; 0 if never started
-	Command   string     `json:"command"`
-	Status    Status     `json:"status"`
-	StartTime time.Time  `json:"startTime"`
-	EndTime   *time.Time `json:"endTime,omitempty"`
-	ExitCode  *int       `json:"exitCode,omitempty"` // absent while running; 128+N for signal N
-	SessionID string     `json:"sessionId"`
-	Cwd       string     `json:"cwd"`
-	Error     string     `json:"error,omitempty"` // only with StatusError
-	// Reason says why a killed process died when the agent knows: "oom-killed", "process-limit" or "cpu-starved" (package oom).
-	Reason string `json:"reason,omitempty"`
-	// LogBufferBytes is the log buffer per stream, in bytes: the one asked for, or the
-	// default lowered to fit the log budget.
-	LogBufferBytes int `json:"logBufferBytes,omitempty"`
-}
+type Info = agentapi.ProcessInfo
 
-// Running reports whether the process has not ended.
-func (i Info) Running() bool { return i.Status == StatusStarting || i.Status == StatusRunning }
+// running reports whether the process has not ended.
+func running(i Info) bool { return i.Status == StatusStarting || i.Status == StatusRunning }
 
 // Config configures a Manager.
 type Config struct {

@@ -202,7 +202,7 @@ func (m *Manager) loadOne(id string) (*proc, error) {
 		{stream: Stdout, ends: [2]int64{p.logs[0].end, p.logs[1].start}},
 		{stream: Stderr, ends: [2]int64{p.logs[0].end, p.logs[1].end}},
 	}
-	if p.info.Running() {
+	if running(p.info) {
 		p.info.Status, p.info.Error = StatusError, errAgentRestarted
 		end := time.Now().UTC()
 		p.info.EndTime, p.info.ExitCode = &end, nil

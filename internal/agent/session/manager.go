@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // DefaultID is the session used when a request names none. It is created lazily and cannot
@@ -104,10 +105,7 @@ type Session struct {
 }
 
 // Info describes a session.
-type Info struct {
-	ID  string `json:"id"`
-	Cwd string `json:"cwd"`
-}
+type Info = agentapi.SessionInfo
 
 // NewManager returns a Manager. cfg.Workdir and cfg.StateDir must be absolute. It restores the
 // sessions saved in cfg.SaveFile, if any (see Save), and starts the default session's first

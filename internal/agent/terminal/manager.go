@@ -27,6 +27,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // Defaults and limits.
@@ -127,17 +128,7 @@ type Options struct {
 }
 
 // Info describes a terminal, as sent on the wire.
-type Info struct {
-	ID        string    `json:"id"`
-	Session   string    `json:"session"`
-	PID       int       `json:"pid"` // the process the agent started (the shim, or the shell)
-	Cols      int       `json:"cols"`
-	Rows      int       `json:"rows"`
-	Viewers   int       `json:"viewers"`
-	CreatedAt time.Time `json:"createdAt"`
-	Exited    bool      `json:"exited"`
-	ExitCode  *int      `json:"exitCode"` // null while running; 128+N when killed by signal N
-}
+type Info = agentapi.TerminalInfo
 
 // ValidateID checks a terminal ID: 1–64 characters of [a-z0-9_-]. VALIDATION_FAILED otherwise.
 func ValidateID(id string) error {
