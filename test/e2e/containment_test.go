@@ -288,6 +288,43 @@ func agentKillLines(id string) string {
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
 }
 
+// cgroupReport returns the memory, CPU and process figures of sandbox id's host cgroup (found
+// by its name under /sys/fs/cgroup), for a failure to show what the sandbox was short of.
+func cgroupReport(id string) string {
+	var dirs []string // cgroup v2's one hierarchy, or v1's memory, cpu and pids ones
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/memory", "/sys/fs/cgroup/cpu", "/sys/fs/cgroup/pids"} {
+		for _, pattern := range []string{"/*" + id + "*", "/*/*" + id + "*"} {
+			m, _ := filepath.Glob(root + pattern)
+			dirs = append(dirs, m...)
+		}
+	}
+	var b strings.Builder
+	for _, dir := range dirs {
+		fmt.Fprintf(&b, "%s:\n", dir)
+		for _, f := range []string{"memory.current", "memory.max", "memory.events", "memory.pressure", "memory.usage_in_bytes", "memory.max_usage_in_bytes",
+			"memory.limit_in_bytes", "memory.failcnt", "memory.oom_control", "memory.stat", "cpu.stat", "cpu.pressure", "io.pressure", "pids.current", "pids.max"} {
+			v, err := os.ReadFile(filepath.Join(dir, f))
+			if err != nil {
+				continue
+			}
+			if f == "memory.stat" { // the lines that tell of reclaim
+				var keep []string
+				for _, l := range strings.Split(string(v), "\n") {
+					if k, _, _ := strings.Cut(l, " "); k == "anon" || k == "file" || k == "rss" || k == "cache" || k == "pgmajfault" || k == "workingset_refault_file" || k == "pgscan" || k == "pgsteal" {
+						keep = append(keep, l)
+					}
+				}
+				v = []byte(strings.Join(keep, "; "))
+			}
+			fmt.Fprintf(&b, "  %s: %s\n", f, strings.ReplaceAll(strings.TrimSpace(string(v)), "\n", "; "))
+		}
+	}
+	if len(dirs) == 0 {
+		return "(no cgroup found)"
+	}
+	return b.String()
+}
+
 // bootTime is the start time of a's PID 1 (field 22 of /proc/1/stat, in clock ticks since the
 // sandbox's boot): it changes when the sandbox restarts.
 func bootTime(t *testing.T, a *client.Sandbox) string {
@@ -455,7 +492,7 @@ func keepAnswering(t *testing.T, a, b *client.Sandbox, done <-chan struct{}) int
 		wg.Wait()
 		rounds++
 		if len(errs) > 0 {
-			t.Errorf("during the attack: %s", strings.Join(errs, "; "))
+			t.Errorf("during the attack: %s\nthe attacked sandbox's cgroup:\n%s", strings.Join(errs, "; "), cgroupReport(a.ID()))
 		}
 		select {
 		case <-done:
