@@ -19,6 +19,7 @@ import (
 
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // testAgent is a real agent server on a temp unix socket, with an HTTP client dialing it.
@@ -224,15 +225,11 @@ func randomMark() string {
 // waitNoMarked waits until no live process carries TESTMARK=mark, failing after 10 s.
 func waitNoMarked(t *testing.T, mark string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		pids := session.FindMarked("TESTMARK", mark)
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("processes still alive with TESTMARK=%s: %v", mark, pids)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var pids []int
+	if !testutil.Poll(t, 20*time.Millisecond, 10*time.Second, func() bool {
+		pids = session.FindMarked("TESTMARK", mark)
+		return len(pids) == 0
+	}) {
+		t.Fatalf("processes still alive with TESTMARK=%s: %v", mark, pids)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func requirePython(t *testing.T) {
@@ -288,10 +289,7 @@ func TestExecE6DisconnectKillsTree(t *testing.T) {
 			break
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(session.FindMarked("TESTMARK", mark)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Poll(t, 20*time.Millisecond, 10*time.Second, func() bool { return len(session.FindMarked("TESTMARK", mark)) >= 3 })
 	cancel()
 	resp.Body.Close()
 	waitNoMarked(t, mark)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agentapi"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // A dir that resolves outside the allowed roots through a symlink is refused by both
@@ -123,16 +124,11 @@ func TestBackupExtractCutAtShutdown(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool {
 		names, _ := filepath.Glob(filepath.Join(base, ".hutch-restore-*"))
-		if len(names) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the extraction did not start")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(names) > 0
+	}) {
+		t.Fatal("the extraction did not start")
 	}
 	cancel()
 	select {

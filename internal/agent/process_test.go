@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // procAgent is a test agent whose Config the test chooses, with a stop function.
@@ -240,10 +241,7 @@ func TestProcessKillTree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			mark := randomMark()
 			id := a.startProc(obj{"command": tt.cmd, "env": obj{"TESTMARK": mark}})["processId"].(string)
-			deadline := time.Now().Add(10 * time.Second)
-			for len(sleepsMarked(mark)) < tt.sleeps && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return len(sleepsMarked(mark)) >= tt.sleeps })
 			if n := len(sleepsMarked(mark)); n != tt.sleeps {
 				t.Fatalf("%d sleeps running; want %d", n, tt.sleeps)
 			}
@@ -545,16 +543,11 @@ func TestProcessWaitLog(t *testing.T) {
 	id := a.startProc(obj{"command": `echo "booting"; printf '\033[32mlistening on port 8080\033[0m\r\n'; sleep 0.5; echo "ready later" >&2; sleep 300`})["processId"].(string)
 	defer a.do(http.MethodDelete, "/api/process/"+id+"?graceMs=0", nil)
 	// Held output: wait until the line is in the logs, then wait for it.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool {
 		_, l := a.do(http.MethodGet, "/api/process/"+id+"/logs", nil)
-		if strings.Contains(l["stdout"].(string), "8080") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("output never came")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return strings.Contains(l["stdout"].(string), "8080")
+	}) {
+		t.Fatal("output never came")
 	}
 	out := a.mustPost("/api/process/"+id+"/wait-log", obj{"pattern": `^listening on port (?P<port>\d+)$`})
 	match := out["match"].([]any)
@@ -710,16 +703,11 @@ func TestProcessRetention(t *testing.T) {
 	a := startAgentWith(t, Config{ProcessDir: dir, ProcessRetention: 300 * time.Millisecond})
 	id := a.startProc(obj{"command": "true"})["processId"].(string)
 	a.waitProcExit(id)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
 		status, _ := a.do(http.MethodGet, "/api/process/"+id, nil)
-		if status == 404 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("finished process never expired")
-		}
-		time.Sleep(50 * time.Millisecond)
+		return status == 404
+	}) {
+		t.Fatal("finished process never expired")
 	}
 	if _, err := os.Stat(filepath.Join(dir, id+".json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("record file after expiry: %v", err)

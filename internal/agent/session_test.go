@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/api/v1/sse"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestSessionCreateListDelete(t *testing.T) {
@@ -177,12 +178,9 @@ func TestSessionDeleteKillsRunningCommand(t *testing.T) {
 		defer close(done)
 		evs = readEvents(t, r)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
 	// The sleep carries TESTMARK (bash itself does not when it is a warm shell, which exports
 	// the per-command env after it started).
-	for len(session.FindMarked("TESTMARK", mark)) < 1 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Poll(t, 20*time.Millisecond, 10*time.Second, func() bool { return len(session.FindMarked("TESTMARK", mark)) >= 1 })
 	a.mustPost("/api/session/delete", obj{"sessionId": "victim"})
 	select {
 	case <-done:

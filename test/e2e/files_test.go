@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestFilesThroughHutchd exercises the file API end to end, including a large streamed file.
@@ -196,11 +197,9 @@ func TestAgentCrashRecovers(t *testing.T) {
 	}
 	// Kill the agent's server process; this call itself loses its connection.
 	sb.Exec(ctx, "kill -9 $(pgrep -f 'hutch-init serve')", nil)
-	deadline := time.Now().Add(30 * time.Second)
-	for n := countRuncContainers(t, "e2e-crash"); n != 0 && runcContainers(t)["e2e-crash"] == "running" && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Millisecond)
-		n = countRuncContainers(t, "e2e-crash")
-	}
+	testutil.Poll(t, 100*time.Millisecond, 30*time.Second, func() bool {
+		return countRuncContainers(t, "e2e-crash") == 0 || runcContainers(t)["e2e-crash"] != "running"
+	})
 	// The call reaches this sandbox (restarted), never another one.
 	other := sandbox(t, "e2e-crash-other", &client.SandboxOptions{InstanceType: "lite"})
 	mustExec(t, other, "true")

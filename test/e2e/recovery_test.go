@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // leftovers is everything of the test daemon's sandboxes the host holds.
@@ -194,10 +195,7 @@ func TestRecoveryAfterKill9(t *testing.T) {
 			d.Client().Sandbox(ctxT(t, time.Minute), id, &client.SandboxOptions{InstanceType: "lite"})
 		}()
 	}
-	deadline := time.Now().Add(time.Minute)
-	for !anyNetns(ids) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Poll(t, time.Millisecond, time.Minute, func() bool { return anyNetns(ids) })
 	d.Kill9()
 	wg.Wait()
 	// A cgroup of ours with no sandbox, as a container's is left when hutchd or the host dies
@@ -373,14 +371,9 @@ func startTicker(t *testing.T, sb *client.Sandbox) func(when string) {
 	return func(when string) {
 		t.Helper()
 		first := mustExec(t, sb, "sleep 0.3; cat /tmp/tick")
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if now := mustExec(t, sb, "sleep 0.3; cat /tmp/tick"); now != first {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the background process stopped ticking (still %q):\n%s", when, first, processes(t, sb))
-			}
+		// No interval: each look waits 0.3 s in the sandbox.
+		if !testutil.Poll(t, 0, 30*time.Second, func() bool { return mustExec(t, sb, "sleep 0.3; cat /tmp/tick") != first }) {
+			t.Fatalf("%s: the background process stopped ticking (still %q):\n%s", when, first, processes(t, sb))
 		}
 	}
 }
@@ -526,17 +519,18 @@ func TestRecoveryKill9DuringForkCreate(t *testing.T) {
 		defer close(done)
 		_, _ = sb.Fork(context.Background(), len(forks), &client.ForkOptions{IDs: forks}) // the daemon dies under it
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for !anyNetns(forks) {
+	if !testutil.Poll(t, time.Millisecond, time.Minute, func() bool {
+		if anyNetns(forks) {
+			return true
+		}
 		select {
 		case <-done:
 			t.Fatalf("the fork ended before a fork's network namespace was seen\n%s", d.LogTail())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no fork's network namespace was seen\n%s", d.LogTail())
-		}
-		time.Sleep(time.Millisecond)
+		return false
+	}) {
+		t.Fatalf("no fork's network namespace was seen\n%s", d.LogTail())
 	}
 	d.Kill9()
 	<-done
@@ -630,19 +624,17 @@ func TestRecoveryKill9DuringMemoryWake(t *testing.T) {
 			if _, err := sb.StartProcess(ctxT(t, time.Minute), "python3 /tmp/value.py", client.ProcessOptions{ID: "value"}); err != nil {
 				t.Fatal(err)
 			}
-			var want string
-			deadline := time.Now().Add(time.Minute)
-			for {
-				res, err := sb.Exec(ctxT(t, time.Minute), memoryValueGet, nil)
-				if err == nil && res.ExitCode == 0 {
-					want = strings.TrimSpace(string(res.Stdout))
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("the value server does not answer: %v %+v", err, res)
-				}
-				time.Sleep(200 * time.Millisecond)
+			var (
+				answer *client.ExecResult
+				askErr error
+			)
+			if !testutil.Poll(t, 200*time.Millisecond, time.Minute, func() bool {
+				answer, askErr = sb.Exec(ctxT(t, time.Minute), memoryValueGet, nil)
+				return askErr == nil && answer.ExitCode == 0
+			}) {
+				t.Fatalf("the value server does not answer: %v %+v", askErr, answer)
 			}
+			want := strings.TrimSpace(string(answer.Stdout))
 			info, err := sb.Sleep(ctxT(t, 5*time.Minute))
 			if err != nil {
 				t.Fatal(err)
@@ -656,13 +648,9 @@ func TestRecoveryKill9DuringMemoryWake(t *testing.T) {
 				defer wg.Done()
 				_, _ = sb.Wake(context.Background()) // the daemon dies under it
 			}()
-			deadline = time.Now().Add(time.Minute)
 			var restores []int
-			for restores = restoreCommands(id); len(restores) == 0; restores = restoreCommands(id) {
-				if time.Now().After(deadline) {
-					t.Fatalf("no runsc restore of %s was seen\n%s", id, d.LogTail())
-				}
-				time.Sleep(time.Millisecond)
+			if !testutil.Poll(t, time.Millisecond, time.Minute, func() bool { restores = restoreCommands(id); return len(restores) > 0 }) {
+				t.Fatalf("no runsc restore of %s was seen\n%s", id, d.LogTail())
 			}
 			d.Kill9()
 			if c.killRestore {

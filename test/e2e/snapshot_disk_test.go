@@ -13,6 +13,7 @@ import (
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/daemontest"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestSnapshotSparseFile: a 20 GiB sparse file holding a few bytes costs its data, not its
@@ -139,27 +140,16 @@ func TestSnapshotCancelAndDestroy(t *testing.T) {
 		waitFrozen(t, sb.ID(), stopped)
 		before := hutchdReadBytes(t)
 		// Cancel once the capture is reading the disk: its copy loop must notice.
-		for deadline := time.Now().Add(time.Minute); hutchdReadBytes(t)-before < 256<<20; {
-			if time.Now().After(deadline) {
-				t.Fatal("the capture never read the disk")
-			}
-			time.Sleep(time.Millisecond)
+		if !testutil.Poll(t, time.Millisecond, time.Minute, func() bool { return hutchdReadBytes(t)-before >= 256<<20 }) {
+			t.Fatal("the capture never read the disk")
 		}
 		cancel()
 		if err := <-done; err == nil {
 			t.Fatal("the cancelled snapshot succeeded")
 		}
 		// Thawed: the sandbox runs commands again, within a generous deadline.
-		deadline := time.Now().Add(3 * time.Minute)
-		for {
-			frozen, _ := freezeState(sb.ID())
-			if !frozen {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the sandbox is still frozen after its snapshot was cancelled\n%s", d.LogTail())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if !testutil.Poll(t, 5*time.Millisecond, 3*time.Minute, func() bool { frozen, _ := freezeState(sb.ID()); return !frozen }) {
+			t.Fatalf("the sandbox is still frozen after its snapshot was cancelled\n%s", d.LogTail())
 		}
 		read := hutchdReadBytes(t) - before
 		t.Logf("hutchd read %d bytes between the freeze and the thaw (the disk holds %d)", read, int64(dataBytes))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // layerBlob is the blob store file of layer digest.
@@ -206,12 +207,8 @@ func TestSnapshotOnSleepRetention(t *testing.T) {
 		t.Fatalf("after destroy the sandbox's snapshots are %+v, %v; want only the requested %s", list, err, requested)
 	}
 	// The blob GC after a destroy runs in the background.
-	deadline := time.Now().Add(2 * time.Minute)
-	for exists(layerBlob(sleepLayers[2])) {
-		if time.Now().After(deadline) {
-			t.Fatalf("layer blob %s of the destroyed sandbox's sleep snapshot is still stored", sleepLayers[2])
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !testutil.Poll(t, 100*time.Millisecond, 2*time.Minute, func() bool { return !exists(layerBlob(sleepLayers[2])) }) {
+		t.Fatalf("layer blob %s of the destroyed sandbox's sleep snapshot is still stored", sleepLayers[2])
 	}
 	if err := c.DeleteSnapshot(ctxT(t, time.Minute), requested); err != nil {
 		t.Fatal(err)

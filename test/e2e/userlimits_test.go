@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/client"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // limitsPy exhausts or probes, inside a sandbox, the kernel's per-user counters a user
@@ -88,17 +89,14 @@ func startHog(t *testing.T, sb *client.Sandbox, children, ino, mq, sig int) stri
 		t.Fatal(err)
 	}
 	mustExec(t, sb, fmt.Sprintf("rm -f /tmp/hog.out; touch /tmp/hog.out; chmod 666 /tmp/hog.out; nohup python3 /tmp/limits.py hog %d %d %d %d >/tmp/hog.log 2>&1 &", children, ino, mq, sig))
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		out := mustExec(t, sb, "cat /tmp/hog.out")
-		if strings.Count(out, "\n") >= children {
-			return out
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("hog did not report: %q; log %q", out, mustExec(t, sb, "cat /tmp/hog.log"))
-		}
-		time.Sleep(200 * time.Millisecond)
+	var out string
+	if !testutil.Poll(t, 200*time.Millisecond, 2*time.Minute, func() bool {
+		out = mustExec(t, sb, "cat /tmp/hog.out")
+		return strings.Count(out, "\n") >= children
+	}) {
+		t.Fatalf("hog did not report: %q; log %q", out, mustExec(t, sb, "cat /tmp/hog.log"))
 	}
+	return out
 }
 
 // hogged reports whether some child of a hog's report hit the errno of each counter: the

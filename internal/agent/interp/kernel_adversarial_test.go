@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/internal/agent/reaper"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // Findings of an adversarial tester: user code must not be able to desync a context, block
@@ -279,25 +280,19 @@ func TestCloseKillsEscapedProcesses(t *testing.T) {
 				pidFile := filepath.Join(t.TempDir(), "pid")
 				runWithin(t, k, fmt.Sprintf(codes[kc.lang], pidFile), time.Minute)
 				var pid int
-				deadline := time.Now().Add(20 * time.Second)
-				for pid == 0 {
+				if !testutil.Poll(t, 20*time.Millisecond, 20*time.Second, func() bool {
 					b, _ := os.ReadFile(pidFile)
 					pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-					if pid == 0 && time.Now().After(deadline) {
-						t.Fatal("the escaped process did not start")
-					}
-					time.Sleep(20 * time.Millisecond)
+					return pid != 0
+				}) {
+					t.Fatal("the escaped process did not start")
 				}
 				t.Cleanup(func() { _ = syscallKill(pid) })
 				if err := k.Close(); err != nil {
 					t.Fatal(err)
 				}
-				deadline = time.Now().Add(10 * time.Second)
-				for alive(pid) {
-					if time.Now().After(deadline) {
-						t.Fatalf("the escaped sleep (pid %d) survived Close", pid)
-					}
-					time.Sleep(50 * time.Millisecond)
+				if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool { return !alive(pid) }) {
+					t.Fatalf("the escaped sleep (pid %d) survived Close", pid)
 				}
 			})
 		}

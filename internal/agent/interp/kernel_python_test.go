@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // needIPython skips unless python3 with IPython is installed.
@@ -168,16 +169,11 @@ func TestPythonKernelCloseKillsTree(t *testing.T) {
 	if !k.Exited() {
 		t.Fatal("kernel not exited after Close")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
 		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
-		if err != nil || strings.Contains(string(st), ") Z ") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("child %s survived Close", b)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}) {
+		t.Fatalf("child %s survived Close", b)
 	}
 	if _, err := k.Run(context.Background(), "1", func(Event) {}); err == nil {
 		t.Fatal("Run on a closed kernel succeeded")
@@ -191,11 +187,7 @@ func TestPythonKernelExitDuringRun(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error from a run that killed the interpreter")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !k.Exited() && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	if !k.Exited() {
+	if !testutil.Poll(t, 20*time.Millisecond, 10*time.Second, k.Exited) {
 		t.Fatal("Exited false")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // fakeKernel is a Kernel for the Manager's logic: "sleep" blocks until interrupted (or
@@ -277,11 +278,7 @@ func TestManagerPool(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10 s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testutil.Poll(t, 5*time.Millisecond, 10*time.Second, cond) {
+		t.Fatal("condition not met within 10 s")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // fakeProc writes /proc/PID/{statm,oom_score_adj,comm,exe,stat} for pid under root. "shim" is
@@ -354,9 +356,7 @@ func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 		t.Fatal("nothing killed once the guard's kill was old")
 	}
 	// The count follows the signal: the process may be reaped before it is taken.
-	for deadline := time.Now().Add(5 * time.Second); e.Kills() != 1 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Poll(t, time.Millisecond, 5*time.Second, func() bool { return e.Kills() == 1 })
 	if got := e.Kills(); got != 1 {
 		t.Errorf("Kills() = %d, want 1", got)
 	}

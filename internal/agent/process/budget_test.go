@@ -15,6 +15,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestMemoryLimit(t *testing.T) {
@@ -262,10 +263,7 @@ func TestKillIgnoringTERM(t *testing.T) {
 		{"sleep 300", 143},
 	} {
 		info := mustStart(t, m, StartRequest{Command: tt.cmd})
-		deadline := time.Now().Add(10 * time.Second)
-		for !hasSleep(info.PID) && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return hasSleep(info.PID) })
 		done := make(chan Info, 1)
 		go func() {
 			_, info, _ := m.Kill(info.ID, time.Second)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/session"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func quietLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -274,10 +275,7 @@ func TestPersistenceAndRetention(t *testing.T) {
 		t.Fatalf("Start after Shutdown = %v", err)
 	}
 	m3 := newTestManager(t, Config{Dir: dir, Retention: 100 * time.Millisecond})
-	deadline := time.Now().Add(10 * time.Second)
-	for len(m3.List("")) > 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	testutil.Poll(t, 20*time.Millisecond, 10*time.Second, func() bool { return len(m3.List("")) == 0 })
 	if got := m3.List(""); len(got) != 0 {
 		t.Fatalf("after retention: %+v", got)
 	}

@@ -88,16 +88,14 @@ func TestPID1ReapsOrphans(t *testing.T) {
 		}
 		return out
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("unix", sock); err == nil {
+	if !testutil.Poll(t, 20*time.Millisecond, 20*time.Second, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
 			c.Close()
-			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not come up; logs:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err == nil
+	}) {
+		t.Fatalf("agent did not come up; logs:\n%s", logs.String())
 	}
 
 	out := execCmd("tr '\\0' ' ' < /proc/1/cmdline")
@@ -124,16 +122,12 @@ func TestPID1ReapsOrphans(t *testing.T) {
 		}
 		return strings.Join(z, "\n")
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		time.Sleep(400 * time.Millisecond)
-		z := zombies()
-		if z == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zombies remain in the sandbox:\n%s", z)
-		}
+	// The first look comes after the orphans (0.1 s and 0.2 s sleeps) exited: before that, no
+	// zombies would prove nothing.
+	time.Sleep(400 * time.Millisecond)
+	var z string
+	if !testutil.Poll(t, 400*time.Millisecond, 10*time.Second, func() bool { z = zombies(); return z == "" }) {
+		t.Fatalf("zombies remain in the sandbox:\n%s", z)
 	}
 	if n := execCmd("sleep 0.5; ls -d /proc/[0-9]* | wc -l")["stdout"].(string); n == "" {
 		t.Fatal("no process count")

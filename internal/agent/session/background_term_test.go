@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestBackgroundTerminateWaitsForTree: bash dies of the SIGTERM at once, but a child that
@@ -34,10 +35,7 @@ func TestBackgroundTerminateWaitsForTree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for countSleeps(b.PID(), b.ExecID()) < 1 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return countSleeps(b.PID(), b.ExecID()) >= 1 })
 			pids := sleepPIDs(b.PID(), b.ExecID())
 			if len(pids) != 1 {
 				t.Fatalf("sleep not up: %v", pids)
@@ -75,10 +73,7 @@ func TestShimIgnoresSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Terminate(0)
-	deadline := time.Now().Add(10 * time.Second)
-	for !hasDescendantNamed(b.PID(), "cat") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return hasDescendantNamed(b.PID(), "cat") })
 	if err := syscall.Kill(b.PID(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // bgOutput collects a background command's output.
@@ -174,10 +175,7 @@ func TestBackgroundTerminate(t *testing.T) {
 			if tt.up > 0 {
 				want = tt.up
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for countSleeps(b.PID(), b.ExecID()) < want && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return countSleeps(b.PID(), b.ExecID()) >= want })
 			pids := sleepPIDs(b.PID(), b.ExecID())
 			if len(pids) < want {
 				t.Fatalf("tree not up: %v", pids)
@@ -192,10 +190,7 @@ func TestBackgroundTerminate(t *testing.T) {
 			for _, p := range pids {
 				// SIGKILL is delivered asynchronously: a killed process may take a moment under
 				// load to be gone. One still alive after 2 s survived.
-				for end := time.Now().Add(2 * time.Second); p.alive() && time.Now().Before(end); {
-					time.Sleep(10 * time.Millisecond)
-				}
-				if p.alive() {
+				if !testutil.Poll(t, 10*time.Millisecond, 2*time.Second, func() bool { return !p.alive() }) {
 					exec.Command("kill", "-9", fmt.Sprint(p.pid)).Run()
 					t.Errorf("process %d survived", p.pid)
 				}

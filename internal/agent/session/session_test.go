@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func TestMergeState(t *testing.T) {
@@ -103,12 +104,9 @@ func TestExecCancelAndClose(t *testing.T) {
 				done <- err
 			}()
 			<-rec.started
-			deadline := time.Now().Add(10 * time.Second)
 			// Both sleeps carry TESTMARK (a warm shell exports it after it started, so its own
 			// environ does not).
-			for len(FindMarked("TESTMARK", mark)) < 2 && time.Now().Before(deadline) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return len(FindMarked("TESTMARK", mark)) >= 2 })
 			stopErr := errors.New("stopped by test")
 			if stop == "ctx" {
 				cancel(stopErr)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // sessionOf returns session id of m (DefaultID included before its first use).
@@ -34,45 +35,39 @@ func sessionOf(t *testing.T, m *Manager, id string) *Session {
 func waitWarm(t *testing.T, m *Manager, id string) *shell {
 	t.Helper()
 	s := sessionOf(t, m, id)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var sh *shell
+	if !testutil.Poll(t, 2*time.Millisecond, 10*time.Second, func() bool {
 		s.mu.Lock()
-		sh := s.warm
+		sh = s.warm
 		s.mu.Unlock()
-		if sh != nil {
-			return sh
-		}
-		time.Sleep(2 * time.Millisecond)
+		return sh != nil
+	}) {
+		t.Fatalf("session %q got no warm shell", id)
 	}
-	t.Fatalf("session %q got no warm shell", id)
-	return nil
+	return sh
 }
 
 // waitIdle waits until no warm shell of session s is being started.
 func waitIdle(t *testing.T, s *Session) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	if !testutil.Poll(t, 2*time.Millisecond, 10*time.Second, func() bool {
 		s.mu.Lock()
-		busy := s.warming != nil
-		s.mu.Unlock()
-		if !busy {
-			return
-		}
-		time.Sleep(2 * time.Millisecond)
+		defer s.mu.Unlock()
+		return s.warming == nil
+	}) {
+		t.Fatal("a warm shell is still starting")
 	}
-	t.Fatal("a warm shell is still starting")
 }
 
 // waitGone waits until no process carries MarkerEnv=execID.
 func waitGone(t *testing.T, execID string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for len(FindMarked(MarkerEnv, execID)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("processes of shell %s left: %v", execID, FindMarked(MarkerEnv, execID))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var left []int
+	if !testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool {
+		left = FindMarked(MarkerEnv, execID)
+		return len(left) == 0
+	}) {
+		t.Fatalf("processes of shell %s left: %v", execID, left)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 func newTestManager(t *testing.T, cfg Config) *Manager {
@@ -272,10 +273,7 @@ func TestOverflowTinyQueue(t *testing.T) {
 		}
 		f.Close()
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for w.q.totalDropped() < n-10 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Poll(t, 10*time.Millisecond, 10*time.Second, func() bool { return w.q.totalDropped() >= n-10 })
 	evs := quiet(w, 300*time.Millisecond)
 	got := describe(evs)
 	if len(evs) != 11 || evs[10].Kind != KindOverflow || evs[10].Dropped != n-10 {
@@ -311,10 +309,7 @@ func TestStoppedWhenDeleted(t *testing.T) {
 	if _, err := w.Next(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("Next after stopped: %v, want EOF", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for m.Active() != 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Poll(t, 10*time.Millisecond, 5*time.Second, func() bool { return m.Active() == 0 })
 	if m.Active() != 0 {
 		t.Errorf("Active = %d after the stream ended", m.Active())
 	}

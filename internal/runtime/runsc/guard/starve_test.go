@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestByCPU: for a starved agent the group with the most CPU time goes first, however few its
@@ -145,14 +147,9 @@ func TestStarveWatch(t *testing.T) {
 				if w.pending == nil {
 					t.Fatalf("step %d: no probe at %d of %d periods throttled", i, st.throttled, st.periods)
 				}
-				deadline := time.Now().Add(10 * time.Second)
-				got := false
-				for w.pending != nil {
-					if time.Now().After(deadline) {
-						t.Fatalf("step %d: the probe never ended", i)
-					}
-					time.Sleep(20 * time.Millisecond)
-					got = w.poll(ctx, now)
+				var got bool
+				if !testutil.Poll(t, 20*time.Millisecond, 10*time.Second, func() bool { got = w.poll(ctx, now); return w.pending == nil }) {
+					t.Fatalf("step %d: the probe never ended", i)
 				}
 				if got != st.want {
 					t.Fatalf("step %d (%s): starved = %v, want %v", i, st.probe, got, st.want)
