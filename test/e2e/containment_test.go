@@ -360,6 +360,19 @@ var (
 // The only time bounds are generous hang detectors.
 func TestContainment(t *testing.T) {
 	requireEnv(t)
+	// What else the host runs: the attacks' hang bounds assume a host not loaded by other work.
+	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
+		t.Logf("host load at the start: %s", strings.TrimSpace(string(load)))
+	}
+	if list, err := d.Client().ListSandboxes(ctxT(t, time.Minute)); err == nil {
+		var running []string
+		for _, sb := range list {
+			if sb.Status == "running" {
+				running = append(running, sb.ID)
+			}
+		}
+		t.Logf("sandboxes running at the start: %d %v", len(running), running)
+	}
 	for _, rt := range testRuntimes() {
 		t.Run(rt, func(t *testing.T) {
 			requireRuntime(t, rt)
