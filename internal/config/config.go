@@ -288,6 +288,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if err := json.Unmarshal(b, &c); err != nil {
 			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
 		}
+		if c.Upstreams == nil { // "upstreams": null, which means none, as elsewhere in the file
+			c.Upstreams = map[string]string{}
+		}
 	}
 	for i, s := range settings {
 		apply := s.fromEnvAndFlag

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,5 +216,25 @@ func TestDefaultsUnchanged(t *testing.T) {
 	}
 	if filepath.Base(got.AgentBinary) != "hutch-init" {
 		t.Errorf("AgentBinary = %q", got.AgentBinary)
+	}
+}
+
+// TestNullLists: null for a list setting in the config file means an empty list, to which the
+// flags and variables still add.
+func TestNullLists(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hutchd.json")
+	if err := os.WriteFile(file, []byte(`{"upstreams": null, "denyRanges": null, "egressRootCAs": null}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]string{"--config", file, "--upstream", "git.internal=127.0.0.1:80", "--deny-range", "10.9.0.0/16"},
+		env(map[string]string{"HUTCH_UPSTREAMS": "npm.internal=127.0.0.1:81"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Upstreams) != 2 || cfg.Upstreams["git.internal"] != "127.0.0.1:80" || cfg.Upstreams["npm.internal"] != "127.0.0.1:81" {
+		t.Errorf("Upstreams = %v; want the flag's and the variable's", cfg.Upstreams)
+	}
+	if !slices.Contains(cfg.DenyRanges, "10.9.0.0/16") {
+		t.Errorf("DenyRanges = %v; want the flag's", cfg.DenyRanges)
 	}
 }
