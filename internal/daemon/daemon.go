@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/console"
+	"github.com/hutchdev/hutch/internal/datavol"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
@@ -123,7 +124,7 @@ type hutchd struct {
 	stop        *stopper
 
 	// sandboxes
-	imgs     *images
+	imgs     images
 	mgr      *sandbox.Manager
 	bk       *backup.Service
 	snaps    *snapshot.Service
@@ -255,8 +256,9 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 // a func that answers nil until it exists.
 func (d *hutchd) buildSandboxes(ctx context.Context) error {
 	cfg, log := d.cfg, d.log
-	d.imgs = &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image")), log: log.With("component", "image")}
-	dataDir, err := openDataDir(ctx, cfg, log.With("component", "volume"))
+	d.imgs = images{image.NewStore(cfg.ImagesDir, log.With("component", "image"))}
+	dataDir, err := datavol.OpenDataDir(ctx, datavol.DataDirConfig{StateDir: cfg.StateDir, Image: cfg.DataVolume, Size: cfg.DataVolumeSize},
+		log.With("component", "volume"))
 	if err != nil {
 		return err
 	}
