@@ -28,6 +28,7 @@ import (
 	"github.com/hutchdev/hutch/internal/datavol"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
+	"github.com/hutchdev/hutch/internal/egress/dns"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
 	"github.com/hutchdev/hutch/internal/egress/policystore"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
@@ -197,10 +198,10 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 	cfg, log := d.cfg, d.log
 	d.stop = &stopper{log: log.With("component", "egress"), audit: d.decisions}
 	var err error
-	if d.handlers, err = egressHandlers(cfg.EgressHandlers); err != nil {
+	if d.handlers, err = webhook.NewAll(cfg.EgressHandlers); err != nil {
 		return err
 	}
-	egressRoots, err := upstreamRoots(cfg.EgressRootCAs)
+	egressRoots, err := proxy.LoadRootCAs(cfg.EgressRootCAs)
 	if err != nil {
 		return err
 	}
@@ -229,7 +230,7 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
 		DenyRanges:    cfg.DenyPrefixes(),
 		MaxProxyConns: d.budget.proxyConns, MaxDNSTCPConns: d.budget.dnsTCPConns,
-		Resolver: egressResolver(cfg.EgressDNS),
+		Resolver: dns.ServersResolver(cfg.EgressDNS),
 		Intercept: &proxy.InterceptConfig{
 			Leaf: d.authority.Leaf, Secret: d.secrets.Value, RootCAs: egressRoots,
 			Placeholders: d.st.Placeholders, OnStop: d.stop.stop,
