@@ -43,6 +43,7 @@ import (
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/token"
 )
 
 // Version is hutchd's version string.
@@ -109,7 +110,7 @@ type hutchd struct {
 
 	// storage
 	budget    fdBudget
-	cred      credential
+	cred      token.Credential
 	st        *store.Store
 	secrets   *secret.Store
 	authority *mitm.Authority
@@ -166,7 +167,7 @@ func (d *hutchd) openStorage(ctx context.Context) error {
 		return err
 	}
 	d.onClose(claims.Release)
-	if d.cred, err = loadToken(cfg, log); err != nil {
+	if d.cred, err = token.LoadCredential(cfg.StateDir, cfg.TokenHashFile, log); err != nil {
 		return err
 	}
 	if d.st, err = store.Open(ctx, filepath.Join(cfg.StateDir, "hutch.db")); err != nil {
@@ -385,7 +386,7 @@ func (d *hutchd) listenAPI() error {
 	}
 	d.onClose(func() { os.Remove(filepath.Join(cfg.StateDir, InfoFile)) })
 	deps := server.Deps{
-		Token: d.cred.token, Manager: d.mgr, Images: d.imgs, Ports: d.ports, Version: Version,
+		Token: d.cred.Token, Manager: d.mgr, Images: d.imgs, Ports: d.ports, Version: Version,
 		// A rate <= 0 (the flag's "off" is -1) turns rate limiting off.
 		RateLimit:      &server.RateLimit{Rate: float64(cfg.APIRateLimit), Burst: 5 * cfg.APIRateLimit},
 		MaxUpload:      int64(cfg.MaxUploadBytes),
@@ -397,8 +398,8 @@ func (d *hutchd) listenAPI() error {
 		Console:        console.New(cfg.ConsoleDir, log.With("component", "console")),
 		AuditLog:       d.auditLog,
 	}
-	if d.cred.token == "" {
-		deps.TokenSum = d.cred.sum
+	if d.cred.Token == "" {
+		deps.TokenSum = d.cred.Sum
 	}
 	d.api = server.New(log.With("component", "api"), deps)
 	if cfg.ConsoleDir != "" {
@@ -420,7 +421,7 @@ func (d *hutchd) serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(d.api.CloseStreams)
-	log.Info("hutchd serving", "url", d.url, "state_dir", cfg.StateDir, "token", d.cred.where, "version", Version)
+	log.Info("hutchd serving", "url", d.url, "state_dir", cfg.StateDir, "token", d.cred.Where, "version", Version)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(d.ln) }()
 	if pv != nil {
