@@ -2,57 +2,29 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"io"
-	"log/slog"
-	"sync"
 
-	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/image"
-	"github.com/hutchdev/hutch/internal/lines"
 	"github.com/hutchdev/hutch/internal/netns"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/sandbox"
 	"github.com/hutchdev/hutch/internal/server"
 )
 
-// images serves both the sandbox manager (resolve, building the default image on first need)
-// and the API (list, build).
-type images struct {
-	store *image.Store
-	log   *slog.Logger
-	// buildMu makes concurrent first-need builds in this process share one build; the image
-	// store's file lock does the same across processes.
-	buildMu sync.Mutex
-}
+// images adapts the image store to the sandbox manager (resolve, building the default image
+// on first need) and to the API (list, build).
+type images struct{ store *image.Store }
 
-func (i *images) Resolve(ctx context.Context, name string, progress io.Writer) (sandbox.Image, error) {
-	img, err := i.store.Resolve(name)
-	if errors.Is(err, errdefs.ErrNotFound) && name == image.DefaultName {
-		img, err = i.ensureDefault(ctx, progress)
-	}
+func (i images) Resolve(ctx context.Context, name string, progress io.Writer) (sandbox.Image, error) {
+	img, err := i.store.ResolveOrBuild(ctx, name, progress)
 	if err != nil {
 		return sandbox.Image{}, err
 	}
 	return sandbox.Image{ID: img.ID, Name: img.Name, RootFS: img.RootFS}, nil
 }
 
-func (i *images) ensureDefault(ctx context.Context, progress io.Writer) (image.Image, error) {
-	i.buildMu.Lock()
-	defer i.buildMu.Unlock()
-	if progress == nil {
-		// A build on first need (a create that found no image) shows its progress in hutchd's
-		// log, line by line.
-		i.log.InfoContext(ctx, "building the default image on first need (debootstrap; minutes)", "image_id", i.store.Default().ID())
-		lw := lines.NewWriter(func(line string) { i.log.Info("image build", "line", line) })
-		defer lw.Flush()
-		progress = lw
-	}
-	return i.store.Ensure(ctx, i.store.Default(), progress)
-}
-
-func (i *images) List(ctx context.Context) ([]server.ImageInfo, error) {
+func (i images) List(ctx context.Context) ([]server.ImageInfo, error) {
 	list, err := i.store.List()
 	if err != nil {
 		return nil, err
@@ -64,11 +36,8 @@ func (i *images) List(ctx context.Context) ([]server.ImageInfo, error) {
 	return out, nil
 }
 
-func (i *images) Build(ctx context.Context, name string, progress io.Writer) (server.ImageInfo, error) {
-	if name != image.DefaultName {
-		return server.ImageInfo{}, errdefs.Newf(errdefs.CodeImageNotFound, "no recipe for image %q: only %q can be built", name, image.DefaultName)
-	}
-	img, err := i.ensureDefault(ctx, progress)
+func (i images) Build(ctx context.Context, name string, progress io.Writer) (server.ImageInfo, error) {
+	img, err := i.store.Build(ctx, name, progress)
 	if err != nil {
 		return server.ImageInfo{}, err
 	}

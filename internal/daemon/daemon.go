@@ -25,8 +25,10 @@ import (
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/connlimit"
 	"github.com/hutchdev/hutch/internal/console"
+	"github.com/hutchdev/hutch/internal/datavol"
 	"github.com/hutchdev/hutch/internal/egress"
 	"github.com/hutchdev/hutch/internal/egress/audit"
+	"github.com/hutchdev/hutch/internal/egress/dns"
 	"github.com/hutchdev/hutch/internal/egress/mitm"
 	"github.com/hutchdev/hutch/internal/egress/policystore"
 	"github.com/hutchdev/hutch/internal/egress/proxy"
@@ -41,6 +43,7 @@ import (
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/token"
 )
 
 // Version is hutchd's version string.
@@ -107,7 +110,7 @@ type hutchd struct {
 
 	// storage
 	budget    fdBudget
-	cred      credential
+	cred      token.Credential
 	st        *store.Store
 	secrets   *secret.Store
 	authority *mitm.Authority
@@ -123,7 +126,7 @@ type hutchd struct {
 	stop        *stopper
 
 	// sandboxes
-	imgs     *images
+	imgs     images
 	mgr      *sandbox.Manager
 	bk       *backup.Service
 	snaps    *snapshot.Service
@@ -164,7 +167,7 @@ func (d *hutchd) openStorage(ctx context.Context) error {
 		return err
 	}
 	d.onClose(claims.Release)
-	if d.cred, err = loadToken(cfg, log); err != nil {
+	if d.cred, err = token.LoadCredential(cfg.StateDir, cfg.TokenHashFile, log); err != nil {
 		return err
 	}
 	if d.st, err = store.Open(ctx, filepath.Join(cfg.StateDir, "hutch.db")); err != nil {
@@ -196,10 +199,10 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 	cfg, log := d.cfg, d.log
 	d.stop = &stopper{log: log.With("component", "egress"), audit: d.decisions}
 	var err error
-	if d.handlers, err = egressHandlers(cfg.EgressHandlers); err != nil {
+	if d.handlers, err = webhook.NewAll(cfg.EgressHandlers); err != nil {
 		return err
 	}
-	egressRoots, err := upstreamRoots(cfg.EgressRootCAs)
+	egressRoots, err := proxy.LoadRootCAs(cfg.EgressRootCAs)
 	if err != nil {
 		return err
 	}
@@ -228,7 +231,7 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 		Table: cfg.NftTable, IfPrefix: cfg.IfPrefix, Upstreams: cfg.Upstreams,
 		DenyRanges:    cfg.DenyPrefixes(),
 		MaxProxyConns: d.budget.proxyConns, MaxDNSTCPConns: d.budget.dnsTCPConns,
-		Resolver: egressResolver(cfg.EgressDNS),
+		Resolver: dns.ServersResolver(cfg.EgressDNS),
 		Intercept: &proxy.InterceptConfig{
 			Leaf: d.authority.Leaf, Secret: d.secrets.Value, RootCAs: egressRoots,
 			Placeholders: d.st.Placeholders, OnStop: d.stop.stop,
@@ -255,8 +258,9 @@ func (d *hutchd) startNetwork(ctx context.Context) error {
 // a func that answers nil until it exists.
 func (d *hutchd) buildSandboxes(ctx context.Context) error {
 	cfg, log := d.cfg, d.log
-	d.imgs = &images{store: image.NewStore(cfg.ImagesDir, log.With("component", "image")), log: log.With("component", "image")}
-	dataDir, err := openDataDir(ctx, cfg, log.With("component", "volume"))
+	d.imgs = images{image.NewStore(cfg.ImagesDir, log.With("component", "image"))}
+	dataDir, err := datavol.OpenDataDir(ctx, datavol.DataDirConfig{StateDir: cfg.StateDir, Image: cfg.DataVolume, Size: cfg.DataVolumeSize},
+		log.With("component", "volume"))
 	if err != nil {
 		return err
 	}
@@ -382,7 +386,7 @@ func (d *hutchd) listenAPI() error {
 	}
 	d.onClose(func() { os.Remove(filepath.Join(cfg.StateDir, InfoFile)) })
 	deps := server.Deps{
-		Token: d.cred.token, Manager: d.mgr, Images: d.imgs, Ports: d.ports, Version: Version,
+		Token: d.cred.Token, Manager: d.mgr, Images: d.imgs, Ports: d.ports, Version: Version,
 		// A rate <= 0 (the flag's "off" is -1) turns rate limiting off.
 		RateLimit:      &server.RateLimit{Rate: float64(cfg.APIRateLimit), Burst: 5 * cfg.APIRateLimit},
 		MaxUpload:      int64(cfg.MaxUploadBytes),
@@ -394,8 +398,8 @@ func (d *hutchd) listenAPI() error {
 		Console:        console.New(cfg.ConsoleDir, log.With("component", "console")),
 		AuditLog:       d.auditLog,
 	}
-	if d.cred.token == "" {
-		deps.TokenSum = d.cred.sum
+	if d.cred.Token == "" {
+		deps.TokenSum = d.cred.Sum
 	}
 	d.api = server.New(log.With("component", "api"), deps)
 	if cfg.ConsoleDir != "" {
@@ -417,7 +421,7 @@ func (d *hutchd) serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	srv.RegisterOnShutdown(d.api.CloseStreams)
-	log.Info("hutchd serving", "url", d.url, "state_dir", cfg.StateDir, "token", d.cred.where, "version", Version)
+	log.Info("hutchd serving", "url", d.url, "state_dir", cfg.StateDir, "token", d.cred.Where, "version", Version)
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(d.ln) }()
 	if pv != nil {

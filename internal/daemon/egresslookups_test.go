@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/egress/policy"
 	"github.com/hutchdev/hutch/internal/egress/policystore"
+	"github.com/hutchdev/hutch/internal/egress/webhook"
 	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/store"
 )
@@ -30,7 +31,7 @@ func TestEgressPolicyLookups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	handlers, err := egressHandlers(cfg.EgressHandlers)
+	handlers, err := webhook.NewAll(cfg.EgressHandlers)
 	if err != nil {
 		t.Fatal(err)
 	}

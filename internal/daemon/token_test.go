@@ -69,30 +69,3 @@ func TestRunRefusesBadTokenHash(t *testing.T) {
 		})
 	}
 }
-
-// TestLoadTokenDefault: without a hash file the token is created in <state>/token (0600) and
-// read back on the next start, and the sum is the token's SHA-256.
-func TestLoadTokenDefault(t *testing.T) {
-	state := t.TempDir()
-	cfg := config.Defaults()
-	cfg.StateDir = state
-	c1, err := loadToken(cfg, slog.New(slog.DiscardHandler))
-	if err != nil || len(c1.token) != 64 || c1.sum != token.Sum(c1.token) {
-		t.Fatalf("loadToken = %+v, %v", c1, err)
-	}
-	c2, err := loadToken(cfg, slog.New(slog.DiscardHandler))
-	if err != nil || c2.token != c1.token {
-		t.Fatalf("second loadToken = %+v, %v; want the same token", c2, err)
-	}
-	hashFile := filepath.Join(t.TempDir(), "h")
-	os.WriteFile(hashFile, []byte(token.HashLine("other")+"\n"), 0o644)
-	cfg.TokenHashFile = hashFile
-	if _, err := loadToken(cfg, slog.New(slog.DiscardHandler)); err == nil {
-		t.Fatal("hash mode accepted a state dir with a token file")
-	}
-	os.Remove(filepath.Join(state, token.FileName))
-	c3, err := loadToken(cfg, slog.New(slog.DiscardHandler))
-	if err != nil || c3.token != "" || c3.sum != token.Sum("other") {
-		t.Fatalf("hash-mode loadToken = %+v, %v", c3, err)
-	}
-}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"sync"
 
 	"github.com/hutchdev/hutch/errdefs"
 )
@@ -19,6 +20,9 @@ import (
 type Store struct {
 	dir string
 	log *slog.Logger
+	// defaultMu makes concurrent builds of the default image on first need (ResolveOrBuild,
+	// Build) in this process share one build; the file lock does the same across processes.
+	defaultMu sync.Mutex
 }
 
 // NewStore returns a store rooted at dir (created on first build). log receives build steps.

@@ -1,21 +1,24 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/internal/agentclient"
 )
 
 // agentDirect talks to a sandbox's hutch-init over its unix socket, bypassing hutchd, to split
-// the API exec round trip into hutchd's share and the agent's share.
+// the API exec round trip into hutchd's share and the agent's share. It speaks through hutchd's
+// own agent client, so the agent's share is what hutchd pays.
 type agentDirect struct {
-	hc  *http.Client
+	c   *agentclient.Client
+	tr  *http.Transport
 	dir *os.File // <state>/agents, named by the socket path: kept open (and referenced) until close
 }
 
@@ -34,43 +37,26 @@ func newAgentDirect(ctx context.Context, stateDir, id string) (*agentDirect, err
 		},
 		DisableCompression: true,
 	}
-	return &agentDirect{hc: &http.Client{Transport: tr}, dir: dir}, nil
-}
-
-func (a *agentDirect) do(ctx context.Context, method, path string, body []byte) error {
-	var rd io.Reader = http.NoBody
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent/api/"+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("agent %s: status %d: %s", path, resp.StatusCode, b)
-	}
-	return nil
+	return &agentDirect{c: agentclient.New(id, tr), tr: tr, dir: dir}, nil
 }
 
 // ping is GET /api/ping: the transport and HTTP cost alone.
-func (a *agentDirect) ping(ctx context.Context) error { return a.do(ctx, http.MethodGet, "ping", nil) }
+func (a *agentDirect) ping(ctx context.Context) error {
+	_, err := a.c.Ping(ctx)
+	return err
+}
 
 // execTrue is POST /api/execute {"command":"true"} in the default session.
 func (a *agentDirect) execTrue(ctx context.Context) error {
-	return a.do(ctx, http.MethodPost, "execute", []byte(`{"command":"true"}`))
+	res, err := a.c.Exec(ctx, v1.ExecRequest{Command: "true"})
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("agent execute true: exit code %d", res.ExitCode)
+	}
+	return err
 }
 
 func (a *agentDirect) close() {
-	a.hc.CloseIdleConnections()
+	a.tr.CloseIdleConnections()
 	a.dir.Close()
 }
 

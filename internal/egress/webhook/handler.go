@@ -83,6 +83,19 @@ func New(name string, cfg Config) (*Handler, error) {
 	return h, nil
 }
 
+// NewAll returns the handlers cfgs declares, by name (New of each).
+func NewAll(cfgs map[string]Config) (map[string]*Handler, error) {
+	out := make(map[string]*Handler, len(cfgs))
+	for name, c := range cfgs {
+		h, err := New(name, c)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = h
+	}
+	return out, nil
+}
+
 // SigningSecret is the name of the secret keying the signature.
 func (h *Handler) SigningSecret() string { return h.secret }
 

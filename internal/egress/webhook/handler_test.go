@@ -3,13 +3,16 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +168,41 @@ func TestForwardDropsHutchFieldsInEveryBlock(t *testing.T) {
 				t.Errorf("%s: trailer %s reached the sandbox: %v", resp.Proto, k, resp.Trailer)
 			}
 		}
+	}
+}
+
+// TestNewAll: every declared handler by name, or the first bad one's error.
+func TestNewAll(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfgs map[string]Config
+		want []string // the names; nil = an error
+	}{
+		{"none", nil, []string{}},
+		{"two", map[string]Config{"ops": {URL: "http://127.0.0.1:9555/hook", SigningSecret: "K"},
+			"audit": {URL: "unix:/run/audit.sock", SigningSecret: "K"}}, []string{"audit", "ops"}},
+		{"one bad", map[string]Config{"ops": {URL: "http://x", SigningSecret: "K"}, "bad": {URL: "ftp://x", SigningSecret: "K"}}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs, err := NewAll(c.cfgs)
+			if c.want == nil {
+				if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), `"bad"`) {
+					t.Fatalf("NewAll = %v, %v; want the bad handler's error", hs, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slices.Sorted(maps.Keys(hs))
+			if !slices.Equal(got, c.want) {
+				t.Fatalf("handlers %v, want %v", got, c.want)
+			}
+			for name, h := range hs {
+				if h.Name != name {
+					t.Errorf("handler %q named %q", name, h.Name)
+				}
+			}
+		})
 	}
 }
