@@ -24,12 +24,16 @@ import (
 // but see below), never the agent itself. A kill counts in Kills, so
 // Counter reports the process "oom-killed" as it does for the kernel's kills.
 //
-// Three departures from Linux. Because an attacker in the sandbox chooses its oom_score_adj (gVisor
+// Four departures from Linux. Because an attacker in the sandbox chooses its oom_score_adj (gVisor
 // lets any process lower it, Linux only with CAP_SYS_RESOURCE, which sandboxes lack): negative
 // values count as 0, and the shims the agent's server starts commands under (its children
 // running Self, the agent's binary, whose Go runtime holds 20-40 MB) are never chosen; killing
-// a shim frees little and ends an innocent command. And the victim is chosen in the process
-// group of the most badness first (see victim): a fork bomb's many small processes.
+// a shim frees little and ends an innocent command. The victim is chosen in the process
+// group of the most badness first (see victim): a fork bomb's many small processes. And
+// nothing is killed while the excess over the limit is more than all the processes it may kill
+// hold: Linux frees a killed process's memory at its exit, but the Sentry gives it back later
+// (seconds after a fork bomb's kill on a loaded host), and meanwhile a kill would only end an
+// innocent process.
 //
 // Watching is not free inside gVisor: every wake-up of the agent costs the Sentry (~1.3 ms of a
 // lite sandbox's CPU, measured) and so does every read of the usage (the Sentry scans its memory
@@ -231,9 +235,18 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 	if e.guardKilling() {
 		return
 	}
-	v, ok := e.victim()
+	v, held, ok := e.victim()
 	if !ok {
 		e.warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
+		return
+	}
+	if over := used - e.Limit; over > held {
+		// Killing every process it may kill would not bring the usage under the limit: the
+		// memory is not theirs (the Sentry has not yet taken back what killed processes held,
+		// or files in memory hold it), and a kill would only end an innocent process. hutchd's
+		// guard watches the sandbox's host memory meanwhile.
+		e.warn("oom enforcer: over the limit by more than the processes hold; nothing killed",
+			"usage", used, "limit", e.Limit, "held", held)
 		return
 	}
 	if e.guardKilling() { // the list took time: look again just before the kill
@@ -342,6 +355,7 @@ type candidate struct {
 // processes' badness adds up to the most, the one of the highest badness. A process's badness
 // is Linux's oom_badness: resident pages + oom_score_adj (at least 0) × (limit in pages) /
 // 1000. Skipped are pid 1, Server, its shims and processes without memory (no mm: zombies).
+// held is the resident memory of all the processes it may kill, in bytes.
 //
 // The group comes first, unlike Linux, for fork bombs: their memory is spread over many small
 // processes of one group (each command the agent runs has its own), and Linux's choice, the
@@ -349,10 +363,10 @@ type candidate struct {
 // the bomb's Pythons of ~3.5 MB each). One process at a time all the same:
 // a single hog is still the one killed, since its group adds up to the most, and the rest of
 // a bomb is hutchd's guard's to kill (runsc/guard.go), which kills the whole group.
-func (e *Enforcer) victim() (candidate, bool) {
+func (e *Enforcer) victim() (_ candidate, held int64, _ bool) {
 	ents, err := os.ReadDir(e.proc())
 	if err != nil {
-		return candidate{}, false
+		return candidate{}, 0, false
 	}
 	page := int64(os.Getpagesize())
 	limitPages := e.Limit / page
@@ -389,6 +403,7 @@ func (e *Enforcer) victim() (candidate, bool) {
 		c := candidate{pid: pid, pgid: pgid, rss: rssPages * page, points: rssPages + adj*limitPages/1000}
 		all = append(all, c)
 		groups[pgid] += c.points
+		held += c.rss
 	}
 	var best candidate
 	found := false
@@ -401,7 +416,7 @@ func (e *Enforcer) victim() (candidate, bool) {
 		comm, _ := os.ReadFile(filepath.Join(e.proc(), strconv.Itoa(best.pid), "comm"))
 		best.comm = string(bytes.TrimSpace(comm))
 	}
-	return best, found
+	return best, held, found
 }
 
 // procStat reads the parent's PID and the process group from a /proc/PID/stat ("pid (comm)

@@ -308,7 +308,7 @@ func TestVictimGroupFirst(t *testing.T) {
 				setGroup(t, root, p.pid, p.pgid)
 			}
 			e := &Enforcer{Limit: 256 * mib, Proc: root}
-			if v, ok := e.victim(); !ok || v.pid != c.want {
+			if v, _, ok := e.victim(); !ok || v.pid != c.want {
 				t.Errorf("victim %+v, %v; want pid %d", v, ok, c.want)
 			}
 		})
@@ -428,5 +428,46 @@ func TestGuardFilesShareADirectory(t *testing.T) {
 		if filepath.Dir(f) != filepath.Dir(GuardKillFile) {
 			t.Errorf("%s is not beside %s", f, GuardKillFile)
 		}
+	}
+}
+
+// TestEnforcerSparesWhenKillsCannotHelp: over the limit by more than all the processes it may
+// kill hold (memory a killed bomb held that the Sentry has not taken back yet), the enforcer
+// kills nothing; once a process holds more than the excess, it is killed.
+func TestEnforcerSparesWhenKillsCannotHelp(t *testing.T) {
+	root := t.TempDir()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill() })
+	werr := make(chan error, 1)
+	go func() { werr <- c.Wait() }()
+	const limit = 256 << 20
+	pageSize := int64(os.Getpagesize())
+	// 5 MiB resident, 33 MiB over the limit.
+	fakeProc(t, root, c.Process.Pid, 5<<20/pageSize, 0, "sleep", 0)
+	e := &Enforcer{
+		Limit: limit, Proc: root,
+		Usage:        func() (int64, error) { return limit + 33<<20, nil },
+		FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.Run(ctx)
+	select {
+	case err := <-werr:
+		t.Fatalf("killed (%v) a process holding 5 MiB for an excess of 33 MiB", err)
+	case <-time.After(time.Second):
+	}
+	// It grows past the excess: now it is the memory's holder.
+	statm := fmt.Sprintf("%d %d 10 1 0 5 0\n", 80<<20/pageSize, 40<<20/pageSize)
+	if err := os.WriteFile(filepath.Join(root, strconv.Itoa(c.Process.Pid), "statm"), []byte(statm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-werr:
+	case <-time.After(30 * time.Second):
+		t.Fatal("nothing killed once the process held more than the excess")
 	}
 }
