@@ -643,6 +643,22 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
+// Down reports whether sandbox id is stopping, stopped or sleeping, with its status: a
+// request to its agent that failed then met a stop or sleep of the sandbox (its agent shut
+// down under the request), not a fault of the agent.
+func (m *Manager) Down(ctx context.Context, id string) (Status, bool) {
+	rec, err := m.store.Get(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return "", false
+	}
+	switch st := statusOf(rec); st {
+	case StatusStopping, StatusStopped, StatusSleeping:
+		return st, true
+	default:
+		return st, false
+	}
+}
+
 // Gone reports whether sandbox id is being destroyed or no longer exists. An in-sandbox
 // operation that failed (its agent killed, its connection cut, its context cancelled by the
 // agent's shutdown) reports SANDBOX_NOT_FOUND when Gone says so, whatever point of the destroy

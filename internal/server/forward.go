@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/agentclient"
+	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
@@ -68,6 +69,14 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 				writeError(w, r, destroyed(id, err), op)
 				return
 			}
+			// An agent that cannot be reached, or failed, while a stop or sleep took its sandbox
+			// down: that is the stop's doing. A coded error (a start that failed) stays.
+			if c := errdefs.CodeOf(err); c == errdefs.CodeAgentUnavailable || c == errdefs.CodeInternal {
+				if st, down := s.mgr.Down(r.Context(), id); down {
+					writeError(w, r, wentDown(id, st, err), op)
+					return
+				}
+			}
 			var ee *errdefs.Error
 			if errors.As(err, &ee) {
 				writeError(w, r, err, op)
@@ -86,6 +95,13 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 			// cancelled): that is the destroy's answer, not an internal error.
 			writeError(w, r, destroyed(id, nil), op)
 			return
+		}
+		if resp.StatusCode >= 500 && !stream {
+			if st, down := s.mgr.Down(r.Context(), id); down {
+				// The agent answered while a stop or sleep shut it down.
+				writeError(w, r, wentDown(id, st, nil), op)
+				return
+			}
 		}
 		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", agentapi.HeaderBinary, "Content-Disposition"} {
 			if v := resp.Header.Get(h); v != "" {
@@ -132,6 +148,17 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 		}
 		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
+}
+
+// wentDown is the error of an operation that met a stop or sleep of its sandbox: UNAVAILABLE
+// (503), since sending it again starts or wakes the sandbox. cause (nil: the agent's own error
+// reply) is kept for errors.Is.
+func wentDown(id string, st sandbox.Status, cause error) error {
+	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; send it again to start it", id, st)
+	if cause == nil {
+		return errdefs.New(errdefs.CodeUnavailable, msg).With("id", id).With("status", string(st))
+	}
+	return errdefs.Wrap(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
 }
 
 // destroyed is the error of an operation that met a destroy of its sandbox: SANDBOX_NOT_FOUND,
