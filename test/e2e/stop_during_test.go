@@ -29,7 +29,9 @@ func TestStopDuringExec(t *testing.T) {
 			mustExec(t, sb, "true")
 			errc := make(chan error, 1)
 			go func() {
-				res, err := sb.Exec(ctxT(t, 3*time.Minute), "sleep 120; echo finished", nil)
+				// In a session of its own: the default session runs one command at a time, and the
+				// probe below uses it.
+				res, err := sb.Exec(ctxT(t, 3*time.Minute), "sleep 120; echo finished", &client.ExecOptions{SessionID: "long"})
 				if err == nil {
 					t.Errorf("exec across a %s: %+v; want an error", tc.name, res)
 				}
