@@ -27,6 +27,12 @@ phase() {
 
 print_summary() {
   local rc=$?
+  local f
+  for f in "${jsondir:-/nonexistent}"/*.json; do
+    [ -s "$f" ] || continue
+    echo "test.sh: slowest tests of phase $(basename "$f" .json) (30 s or more)"
+    "$gotestsum" tool slowest --jsonfile "$f" --threshold 30s | head -20 | sed 's/^/  /'
+  done
   echo "test.sh: phase times"
   local line
   for line in "${summary[@]}"; do echo "  $line"; done
@@ -35,6 +41,25 @@ print_summary() {
 trap print_summary EXIT
 
 phase host-setup bash scripts/host-setup.sh
+
+# gotestsum runs every go test phase: the output is go test's own, and its JSON record (under
+# $jsondir) gives the slowest tests at the end of the run. It is built from the Go module proxy
+# at a pinned version and kept under the Go bin directory, as scripts/lint.sh keeps its linter.
+gotestsum_version=v1.13.0
+gobin=$(go env GOBIN)
+[ -n "$gobin" ] || gobin=$(go env GOPATH)/bin
+gotestsum=$gobin/gotestsum-$gotestsum_version/gotestsum
+if [ ! -x "$gotestsum" ]; then
+  echo "test.sh: installing gotestsum $gotestsum_version"
+  GOBIN=$(dirname "$gotestsum") go install "gotest.tools/gotestsum@$gotestsum_version"
+fi
+jsondir=$(mktemp -d "${TMPDIR:-/tmp}/hutch-test-json.XXXXXX")
+# gotest PHASE ARGS...: go test ARGS..., recorded as PHASE.
+gotest() {
+  local name=$1
+  shift
+  "$gotestsum" --format standard-quiet --jsonfile "$jsondir/$name.json" -- "$@"
+}
 phase vet go vet ./...
 phase lint bash scripts/lint.sh
 phase console bash scripts/build-console.sh --test
@@ -52,15 +77,15 @@ for p in "${privileged[@]}"; do [[ $p == ./test/e2e ]] || serial+=("$p"); done
 # The test phases all run even when one fails, as one go test over every package did; the
 # script fails at the end then.
 failed=0
-HUTCH_TEST_UNPRIVILEGED=1 phase unprivileged go test -p 2 -count=1 -timeout 20m "${unprivileged[@]}" "$@" || failed=1
-phase privileged go test -p 1 -count=1 -timeout 30m "${serial[@]}" "$@" || failed=1
+HUTCH_TEST_UNPRIVILEGED=1 phase unprivileged gotest unprivileged -p 2 -count=1 -timeout 20m "${unprivileged[@]}" "$@" || failed=1
+phase privileged gotest privileged -p 1 -count=1 -timeout 30m "${serial[@]}" "$@" || failed=1
 # In e2e, the tests that call parallel(t) (harness_test.go) run three at a time, after all the
 # others: they mostly wait on sandboxes.
-phase e2e go test -p 1 -parallel 3 -count=1 -timeout 40m ./test/e2e "$@" || failed=1
+phase e2e gotest e2e -p 1 -parallel 3 -count=1 -timeout 40m ./test/e2e "$@" || failed=1
 
 # The core of the end-to-end suite once more with every sandbox on gVisor (hutchd --runtime
 # gvisor): exec, files, processes, preview URLs, terminals, watch, code contexts and egress.
 # The escape suite and TestGVisor ran on gVisor in the pass above.
 gvisor_core='^(TestExecAcceptance|TestFilesThroughHutchd|TestProcessAcceptance|TestPreviewAcceptance|TestTerminal|TestWatch|TestCodePython|TestEgressPolicyAPI|TestEgressFailClosed)$'
-HUTCH_TEST_RUNTIME=gvisor phase gvisor-core go test -parallel 3 -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@" || failed=1
+HUTCH_TEST_RUNTIME=gvisor phase gvisor-core gotest gvisor-core -parallel 3 -count=1 -timeout 30m -run "$gvisor_core" ./test/e2e "$@" || failed=1
 exit $failed
