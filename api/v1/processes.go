@@ -55,6 +55,9 @@ type Process struct {
 	Error string `json:"error,omitempty"`
 	// Reason is one of the Reason constants (exec.go), or absent.
 	Reason string `json:"reason,omitempty"`
+	// LogBufferBytes is the log buffer per stream (stdout, stderr) the process got, in bytes:
+	// StartProcessRequest.LogBufferBytes or the agent's default.
+	LogBufferBytes int `json:"logBufferBytes,omitempty"`
 }
 
 // StartProcessRequest is the body of POST process/start: bash -c from the session's cwd and

@@ -105,3 +105,75 @@ func Operations(doc *openapi3.T) []Operation {
 	})
 	return ops
 }
+
+// CloseObjects makes every object schema of doc that lists its properties and says nothing of
+// others refuse them (additionalProperties: false), so that validating a response against doc
+// finds a field the document does not name: JSON Schema allows unnamed properties by default.
+// Schemas that are branches of an allOf stay open (each branch sees the others' properties),
+// and so do the schemas that declare additionalProperties themselves. It returns the number
+// of schemas it closed.
+func CloseObjects(doc *openapi3.T) int {
+	seen := map[*openapi3.Schema]bool{}
+	inAllOf := map[*openapi3.Schema]bool{}
+	var all []*openapi3.Schema
+	var walk func(ref *openapi3.SchemaRef)
+	walk = func(ref *openapi3.SchemaRef) {
+		if ref == nil || ref.Value == nil || seen[ref.Value] {
+			return
+		}
+		s := ref.Value
+		seen[s] = true
+		all = append(all, s)
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		walk(s.Items)
+		walk(s.AdditionalProperties.Schema)
+		walk(s.Not)
+		for _, b := range s.AllOf {
+			if b != nil && b.Value != nil {
+				inAllOf[b.Value] = true
+			}
+			walk(b)
+		}
+		for _, b := range s.OneOf {
+			walk(b)
+		}
+		for _, b := range s.AnyOf {
+			walk(b)
+		}
+	}
+	if doc.Components != nil {
+		for _, name := range slices.Sorted(maps.Keys(doc.Components.Schemas)) {
+			walk(doc.Components.Schemas[name])
+		}
+		for _, r := range doc.Components.Responses {
+			if r.Value != nil {
+				for _, mt := range r.Value.Content {
+					walk(mt.Schema)
+				}
+			}
+		}
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, r := range op.Responses.Map() {
+				if r.Value != nil {
+					for _, mt := range r.Value.Content {
+						walk(mt.Schema)
+					}
+				}
+			}
+		}
+	}
+	closed := 0
+	no := false
+	for _, s := range all {
+		if len(s.Properties) == 0 || inAllOf[s] || s.AdditionalProperties.Has != nil || s.AdditionalProperties.Schema != nil {
+			continue
+		}
+		s.AdditionalProperties.Has = &no
+		closed++
+	}
+	return closed
+}

@@ -29,7 +29,8 @@ import (
 // held to the document. Its status must be declared (a 2xx explicitly, an error at least by
 // `default`), its declared headers present and valid, its Content-Type one the status declares,
 // and then by kind:
-//   - JSON: the body against its schema (the error envelope on every non-2xx);
+//   - JSON: the body against its schema (the error envelope on every non-2xx), with every
+//     object schema that lists its properties closed to others (openapitest.CloseObjects);
 //   - text/event-stream: each frame's data, as it is read, against the media type's
 //     x-sse-event schema (or its schema when it has none);
 //   - a 101 WebSocket upgrade: the status only (the connection is the terminal's, not ours);
@@ -79,6 +80,9 @@ func installSpecTransport(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A field the document does not name is a response outside it: JSON Schema would let it
+	// through.
+	openapitest.CloseObjects(doc)
 	// The test hutchds listen on free ports, not on the document's server URL: match paths on
 	// any host.
 	doc.Servers = nil
