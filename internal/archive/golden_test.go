@@ -164,3 +164,43 @@ const goldenTreeHeaders = `"./" type='5' mode=750 own=10:20 names="":"" mtime=17
 "zeros.bin" type='0' mode=644 own=1000:1000 names="":"" mtime=1700000000000000000 dev=0:0 size=3145728 link="" format=USTAR pax=[] sha=bbd05cf6097a`
 
 const goldenTreeDigest = "12e9023b6d9a2e496efa2995eced28b090602b5ab6c62e3d0a788d3e2e101c06"
+
+// A layer of a fixed tree has fixed bytes: these are the headers and the digest the tree's
+// layer has always had (a layer's digest names it in the blob store), so a change of the
+// writer that changes them is a format change, not a refactoring.
+func TestWriteLayerGolden(t *testing.T) {
+	root := goldenTree(t)
+	var buf bytes.Buffer
+	st, err := WriteLayer(context.Background(), &buf, root, LayerOptions{})
+	must(t, err)
+	got := headers(t, buf.Bytes())
+	if got != goldenLayerHeaders {
+		t.Errorf("headers changed:\n%s\nwant:\n%s", got, goldenLayerHeaders)
+	}
+	if d := digest(buf.Bytes()); d != goldenLayerDigest {
+		t.Errorf("digest %s, want %s", d, goldenLayerDigest)
+	}
+	if want := (LayerStats{Entries: 17}); st != want {
+		t.Errorf("stats %+v, want %+v", st, want)
+	}
+}
+
+const goldenLayerHeaders = `"a.txt" type='0' mode=640 own=1234:5678 names="":"" mtime=1700000000123456789 dev=0:0 size=6 link="" format=PAX pax=[SCHILY.xattr.user.note="bin\x00ary"] sha=b6a98d9ce9a2
+"big.bin" type='0' mode=644 own=1000:1000 names="":"" mtime=1700000000123456789 dev=0:0 size=1600000 link="" format=PAX pax=[] sha=39ec05ee6a2d
+"bin/" type='5' mode=755 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"bin/tool" type='0' mode=4755 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=10 link="" format=PAX pax=[] sha=a8076d3d28d2
+"disk.img" type='0' mode=644 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=12288 link="" format=PAX pax=[HUTCH.sparse.map="0,4096,5242880,4096,67104768,4096" HUTCH.sparse.size="67108864"] sha=8b0b2c901cc4
+"empty" type='0' mode=600 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"etc/" type='5' mode=755 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"etc/motd" type='3' mode=0 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"fifo" type='6' mode=620 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"hard" type='1' mode=640 own=1234:5678 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="a.txt" format=PAX pax=[] sha=e3b0c44298fc
+"link" type='2' mode=777 own=42:43 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="a.txt" format=PAX pax=[] sha=e3b0c44298fc
+"opt/" type='5' mode=751 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"opt/app/" type='5' mode=751 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[SCHILY.xattr.trusted.overlay.opaque="y"] sha=e3b0c44298fc
+"opt/app/new" type='0' mode=644 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=4 link="" format=PAX pax=[] sha=7aa7a5359173
+"var/" type='5' mode=755 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"var/tmp/" type='5' mode=1777 own=0:0 names="":"" mtime=1700000000123456789 dev=0:0 size=0 link="" format=PAX pax=[] sha=e3b0c44298fc
+"zeros.bin" type='0' mode=644 own=1000:1000 names="":"" mtime=1700000000123456789 dev=0:0 size=3145728 link="" format=PAX pax=[] sha=bbd05cf6097a`
+
+const goldenLayerDigest = "e3c789f71c97721f39187e2cac060c6c3333f279b89dca1d21936f98536516c9"
