@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 	"github.com/hutchdev/hutch/internal/sparse"
 )
 
@@ -59,7 +59,7 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return st, files.MapError(err, parent)
+		return st, fserr.Map(err, parent)
 	}
 	workDir := parent
 	if fi, err := os.Lstat(dir); err == nil {
@@ -70,13 +70,13 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 			workDir = dir // the new content must be on dir's file system
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return st, files.MapError(err, dir)
+		return st, fserr.Map(err, dir)
 	}
 	base := filepath.Base(dir)
 	removeStale(workDir, base)
 	w, err := newWork(workDir, base)
 	if err != nil {
-		return st, files.MapError(err, dir)
+		return st, fserr.Map(err, dir)
 	}
 	x := &extractor{ctx: ctx, tmp: w.newTree(), dir: dir, buf: make([]byte, bufSize), symlinks: map[string]bool{},
 		root: dirAttr{rel: ".", mode: 0o755, uid: -1, gid: -1}, chown: os.Geteuid() == 0, st: &st}
@@ -408,5 +408,5 @@ func (x *extractor) fsError(err error, rel string) error {
 	if cerr := x.ctx.Err(); cerr != nil {
 		return fmt.Errorf("extract: %w", cerr)
 	}
-	return files.MapError(err, rel2abs(x.dir, rel))
+	return fserr.Map(err, rel2abs(x.dir, rel))
 }

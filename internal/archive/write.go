@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 	"github.com/hutchdev/hutch/internal/sparse"
 )
 
@@ -136,14 +136,14 @@ func matchGlob(glob, s string) bool {
 func Write(ctx context.Context, w io.Writer, dir string, opts Options) (Stats, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return Stats{}, files.MapError(err, dir)
+		return Stats{}, fserr.Map(err, dir)
 	}
 	if !fi.IsDir() {
 		return Stats{}, errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return Stats{}, files.MapError(err, dir)
+		return Stats{}, fserr.Map(err, dir)
 	}
 	defer root.Close()
 	return WriteRoot(ctx, w, root, opts)
@@ -162,7 +162,7 @@ func WriteRoot(ctx context.Context, w io.Writer, root *os.Root, opts Options) (S
 	}
 	fi, err := root.Stat(".")
 	if err != nil {
-		return st, files.MapError(err, root.Name())
+		return st, fserr.Map(err, root.Name())
 	}
 	bw := bufio.NewWriterSize(w, bufSize)
 	a := &writer{ctx: ctx, tw: tar.NewWriter(bw), m: m, st: &st,
@@ -202,7 +202,7 @@ func (a *writer) walk(dir *os.Root, rel string) error {
 		if errors.Is(err, fs.ErrNotExist) && rel != "" {
 			return nil // vanished meanwhile
 		}
-		return files.MapError(err, pathOf(dir, ""))
+		return fserr.Map(err, pathOf(dir, ""))
 	}
 	for _, name := range names {
 		if err := a.ctx.Err(); err != nil {
@@ -221,7 +221,7 @@ func (a *writer) walk(dir *os.Root, rel string) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			return files.MapError(err, pathOf(dir, name))
+			return fserr.Map(err, pathOf(dir, name))
 		}
 		if a.m.excluded(childRel, name, fi.IsDir()) {
 			a.st.Excluded++
@@ -236,7 +236,7 @@ func (a *writer) walk(dir *os.Root, rel string) error {
 				if errors.Is(err, fs.ErrNotExist) {
 					continue // vanished meanwhile
 				}
-				return files.MapError(err, pathOf(dir, name))
+				return fserr.Map(err, pathOf(dir, name))
 			}
 			err = a.walk(sub, childRel)
 			sub.Close()
@@ -311,7 +311,7 @@ func (a *writer) entry(dir *os.Root, name, rel string, fi fs.FileInfo) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
 			}
-			return files.MapError(err, pathOf(dir, name))
+			return fserr.Map(err, pathOf(dir, name))
 		}
 		hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 		a.st.Symlinks++
@@ -348,7 +348,7 @@ func (a *writer) file(dir *os.Root, name string, hdr *tar.Header, size int64) er
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ELOOP) {
 			return nil // vanished, or replaced by a symlink, meanwhile
 		}
-		return files.MapError(err, pathOf(dir, name))
+		return fserr.Map(err, pathOf(dir, name))
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
@@ -359,7 +359,7 @@ func (a *writer) file(dir *os.Root, name string, hdr *tar.Header, size int64) er
 	// size costs nothing to read, compress and store.
 	extents, holes, err := sparse.Extents(f, size)
 	if err != nil {
-		return files.MapError(&fs.PathError{Op: "seek", Path: pathOf(dir, name), Err: err}, pathOf(dir, name))
+		return fserr.Map(&fs.PathError{Op: "seek", Path: pathOf(dir, name), Err: err}, pathOf(dir, name))
 	}
 	if holes {
 		markSparse(hdr, size, extents)
@@ -371,7 +371,7 @@ func (a *writer) file(dir *os.Root, name string, hdr *tar.Header, size int64) er
 	// The check stops a cancelled backup within a file too.
 	if err := sparse.Copy(a.tw, zeroPadded{f}, extents, a.buf, a.check); err != nil {
 		if rerr := (*fs.PathError)(nil); errors.As(err, &rerr) {
-			return files.MapError(err, pathOf(dir, name))
+			return fserr.Map(err, pathOf(dir, name))
 		}
 		return fmt.Errorf("archive: write %s: %w", hdr.Name, err)
 	}
