@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent/files"
 	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/archive"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // gitTimeout bounds the `git ls-files` run of a gitignore archive.
@@ -117,7 +118,7 @@ func absDir(p string) (string, error) {
 func checkDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
-		return files.MapError(err, dir)
+		return fserr.Map(err, dir)
 	}
 	if !fi.IsDir() {
 		return errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)

@@ -13,6 +13,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
 	"github.com/hutchdev/hutch/internal/agentapi"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // streamChunk is the most source bytes of one read/stream chunk event.
@@ -134,7 +135,7 @@ func (s *Server) handleReadStream(w http.ResponseWriter, r *http.Request) error 
 			break
 		}
 		if rerr != nil {
-			e := files.MapError(rerr, p)
+			e := fserr.Map(rerr, p)
 			_ = sw.Send(agentapi.ErrorEvent{Type: "error", Code: string(errdefs.CodeOf(e)), Error: e.Error(), Timestamp: now()})
 			return nil
 		}

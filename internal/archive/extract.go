@@ -2,14 +2,12 @@ package archive
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 	"github.com/hutchdev/hutch/internal/sparse"
 )
 
@@ -61,7 +59,7 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 	}
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return st, files.MapError(err, parent)
+		return st, fserr.Map(err, parent)
 	}
 	workDir := parent
 	if fi, err := os.Lstat(dir); err == nil {
@@ -72,13 +70,13 @@ func Extract(ctx context.Context, r io.Reader, dir string) (Stats, error) {
 			workDir = dir // the new content must be on dir's file system
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return st, files.MapError(err, dir)
+		return st, fserr.Map(err, dir)
 	}
 	base := filepath.Base(dir)
 	removeStale(workDir, base)
 	w, err := newWork(workDir, base)
 	if err != nil {
-		return st, files.MapError(err, dir)
+		return st, fserr.Map(err, dir)
 	}
 	x := &extractor{ctx: ctx, tmp: w.newTree(), dir: dir, buf: make([]byte, bufSize), symlinks: map[string]bool{},
 		root: dirAttr{rel: ".", mode: 0o755, uid: -1, gid: -1}, chown: os.Geteuid() == 0, st: &st}
@@ -173,20 +171,10 @@ func unsafeEntry(name, why string) error {
 
 // cleanName validates an entry name and returns it clean ("." for the top).
 func (x *extractor) cleanName(name string) (string, error) {
-	switch {
-	case name == "":
-		return "", unsafeEntry(name, "empty name")
-	case strings.IndexByte(name, 0) >= 0:
-		return "", unsafeEntry(name, "NUL byte in name")
-	case strings.HasPrefix(name, "/"):
-		return "", unsafeEntry(name, "absolute path")
+	c, why := checkName(name)
+	if why != "" {
+		return "", unsafeEntry(name, why)
 	}
-	for _, elem := range strings.Split(name, "/") {
-		if elem == ".." {
-			return "", unsafeEntry(name, `".." element`)
-		}
-	}
-	c := path.Clean(name)
 	// No entry may go through a symlink the archive created: that could write outside.
 	for i := 0; i < len(c); i++ {
 		if c[i] == '/' && x.symlinks[c[:i]] {
@@ -362,60 +350,27 @@ func (r *recordingReader) Read(p []byte) (int, error) {
 // common file system block size, and a divisor of bufSize.
 const holeBlock = 64 << 10
 
-// zeroBlock is holeBlock zero bytes to compare with.
-var zeroBlock = make([]byte, holeBlock)
-
 // copySparse writes the size bytes of entry rel's content from r to f (a new, empty file) and
-// returns how many it wrote, which is size on success. Aligned holeBlock blocks of zeros are not
-// written but skipped, and the file's size is set at the end, so they become holes (as `cp
-// --sparse=always` makes them): a sparse file, which a tar stores at its full apparent size,
-// takes no more disk extracted than it did when it was archived. Errors: the archive stream's
-// classified by readError, the file's by fsError (NO_SPACE for ENOSPC and EDQUOT), ctx's wrapped.
+// returns how many it wrote, which is size on success. Aligned holeBlock blocks of zeros become
+// holes (copyHoles). Errors: the archive stream's classified by readError, the file's by
+// fsError (NO_SPACE for ENOSPC and EDQUOT), ctx's wrapped.
 func (x *extractor) copySparse(f *os.File, r io.Reader, rel string, size int64) (int64, error) {
-	var off int64
-	for off < size {
+	fromStream, err := copyHoles(f, r, size, x.buf, holeBlock, func() error {
 		if err := x.ctx.Err(); err != nil {
-			return off, fmt.Errorf("extract: %w", err)
+			return fmt.Errorf("extract: %w", err)
 		}
-		n, err := io.ReadFull(r, x.buf[:min(int64(len(x.buf)), size-off)])
-		if err != nil {
-			if err == io.EOF {
-				err = io.ErrUnexpectedEOF // the header promised more
-			}
-			return off, x.readError(err)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return size, nil
+	case fromStream:
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF // the header promised more
 		}
-		// Write each run of blocks that are not all zeros with one call; skip the others.
-		chunk := x.buf[:n]
-		for len(chunk) > 0 {
-			k := 0
-			for k < len(chunk) && !isZeroBlock(chunk[k:min(k+holeBlock, len(chunk))]) {
-				k = min(k+holeBlock, len(chunk))
-			}
-			if k > 0 {
-				if _, err := f.WriteAt(chunk[:k], off); err != nil {
-					return off, x.fsError(err, rel)
-				}
-				off += int64(k)
-				chunk = chunk[k:]
-			}
-			z := 0
-			for z < len(chunk) && isZeroBlock(chunk[z:min(z+holeBlock, len(chunk))]) {
-				z = min(z+holeBlock, len(chunk))
-			}
-			off += int64(z)
-			chunk = chunk[z:]
-		}
+		return 0, x.readError(err)
 	}
-	// The apparent size, which the writes do not reach when the content ends in zeros.
-	if err := f.Truncate(size); err != nil {
-		return off, x.fsError(err, rel)
-	}
-	return off, nil
-}
-
-// isZeroBlock reports whether b (at most holeBlock bytes) holds only zero bytes.
-func isZeroBlock(b []byte) bool {
-	return bytes.Equal(b, zeroBlock[:len(b)])
+	return 0, x.fsError(err, rel) // ctx's error when it is done
 }
 
 // apply sets owner, mode (not for symlinks) and mtime of abs without following a symlink.
@@ -453,5 +408,5 @@ func (x *extractor) fsError(err error, rel string) error {
 	if cerr := x.ctx.Err(); cerr != nil {
 		return fmt.Errorf("extract: %w", cerr)
 	}
-	return files.MapError(err, rel2abs(x.dir, rel))
+	return fserr.Map(err, rel2abs(x.dir, rel))
 }

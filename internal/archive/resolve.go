@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // AllowedRoots are the directories a backup may be taken of or restored into (or below), after
@@ -56,7 +56,7 @@ func resolveExisting(dir string) (string, error) {
 			return filepath.Join(append([]string{r}, rest...)...), nil
 		}
 		if !errors.Is(err, fs.ErrNotExist) {
-			return "", files.MapError(err, p)
+			return "", fserr.Map(err, p)
 		}
 		if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode().Type() == fs.ModeSymlink {
 			// p exists but does not resolve: a dangling symlink. (One in an ancestor is
@@ -65,7 +65,7 @@ func resolveExisting(dir string) (string, error) {
 				With("dir", dir).With("symlink", p)
 		}
 		if p == "/" {
-			return "", files.MapError(err, dir)
+			return "", fserr.Map(err, dir)
 		}
 		rest = append([]string{filepath.Base(p)}, rest...)
 		p = filepath.Dir(p)

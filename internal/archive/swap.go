@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // The work directory of one Extract is WORKDIR/.hutch-restore-<base>-<random>/ (WORKDIR is the
@@ -142,34 +142,34 @@ func (w work) swap(dir string, inside bool, root dirAttr, chown bool) error {
 		}
 		if err := w.setPhase(phaseSwapping); err != nil {
 			os.RemoveAll(w.path)
-			return files.MapError(err, w.path)
+			return fserr.Map(err, w.path)
 		}
 		err := os.Rename(dir, old)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			if err := os.Rename(tmp, dir); err != nil {
 				os.RemoveAll(w.path)
-				return files.MapError(err, dir)
+				return fserr.Map(err, dir)
 			}
 			w.finish()
 			return nil
 		case err == nil:
 			if err := os.Rename(tmp, dir); err != nil {
 				if rerr := os.Rename(old, dir); rerr != nil {
-					return w.kept(files.MapError(err, dir), fmt.Errorf("put %s back: %w", dir, rerr))
+					return w.kept(fserr.Map(err, dir), fmt.Errorf("put %s back: %w", dir, rerr))
 				}
 				os.RemoveAll(w.path)
-				return files.MapError(err, dir)
+				return fserr.Map(err, dir)
 			}
 			w.finish()
 			return nil
 		case !errors.Is(err, syscall.EXDEV) && !errors.Is(err, syscall.EBUSY):
 			os.RemoveAll(w.path)
-			return files.MapError(err, dir)
+			return fserr.Map(err, dir)
 		}
 	} else if err := w.setPhase(phaseSwapping); err != nil {
 		os.RemoveAll(w.path)
-		return files.MapError(err, w.path)
+		return fserr.Map(err, w.path)
 	}
 	return w.swapEntries(x, dir, root)
 }
@@ -181,18 +181,18 @@ func (w work) swapEntries(x *extractor, dir string, root dirAttr) error {
 	var orig unix.Stat_t
 	if err := unix.Lstat(dir, &orig); err != nil {
 		os.RemoveAll(w.path)
-		return files.MapError(err, dir)
+		return fserr.Map(err, dir)
 	}
 	if err := os.Mkdir(old, 0o700); err != nil {
 		os.RemoveAll(w.path)
-		return files.MapError(err, dir)
+		return fserr.Map(err, dir)
 	}
 	var out, in []string // names moved out of dir into old, and from tmp into dir
 	fail := func(err error) error { return w.rollback(dir, &orig, out, in, err) }
 
 	names, err := readPathNames(dir)
 	if err != nil {
-		return fail(files.MapError(err, dir))
+		return fail(fserr.Map(err, dir))
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
@@ -204,7 +204,7 @@ func (w work) swapEntries(x *extractor, dir string, root dirAttr) error {
 		}
 		if err := moveTree(p, filepath.Join(old, n)); err != nil {
 			out = append(out, n) // a partial tree move is undone by moving it back
-			return fail(files.MapError(err, p))
+			return fail(fserr.Map(err, p))
 		}
 		out = append(out, n)
 	}
@@ -213,13 +213,13 @@ func (w work) swapEntries(x *extractor, dir string, root dirAttr) error {
 	}
 	names, err = readPathNames(tmp)
 	if err != nil {
-		return fail(files.MapError(err, dir))
+		return fail(fserr.Map(err, dir))
 	}
 	for _, n := range names {
 		p := filepath.Join(dir, n)
 		if err := renameNoReplace(filepath.Join(tmp, n), p); err != nil {
 			// EEXIST: something created p in dir since the old entries were moved out.
-			return fail(files.MapError(err, p))
+			return fail(fserr.Map(err, p))
 		}
 		in = append(in, n)
 	}

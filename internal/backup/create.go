@@ -160,14 +160,7 @@ func (s *Service) compress(w io.Writer, src io.Reader, finish func() error, tarB
 func hostArchive(ctx context.Context, root *os.Root, excludes []string, idm idmap.Map) (src io.Reader, finish func() error, stop func()) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	opts := archive.Options{Excludes: excludes}
-	if idm.Enabled() {
-		opts.Owner = func(uid, gid int) (int, int) {
-			u, _ := idm.ToSandbox(uid)
-			g, _ := idm.ToSandbox(gid)
-			return u, g
-		}
-	}
+	opts := archive.Options{Excludes: excludes, Owner: idm.SandboxOwner()}
 	go func() {
 		_, err := archive.WriteRoot(ctx, pw, root, opts)
 		pw.CloseWithError(err)

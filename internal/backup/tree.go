@@ -11,8 +11,8 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/blob"
-	"github.com/hutchdev/hutch/internal/snapshot"
 	"github.com/hutchdev/hutch/internal/treecache"
 )
 
@@ -68,7 +68,7 @@ func (t *Trees) Tree(ctx context.Context, id string) (string, error) {
 }
 
 // extract streams backup id's archive through the zstd decoder into a temp directory of the
-// cache (snapshot.ExtractLayer: the same safety rules as layers, small files in parallel) and
+// cache (archive.ExtractLayer: the same safety rules as layers, small files in parallel) and
 // adopts it.
 func (t *Trees) extract(ctx context.Context, id string) error {
 	rc, _, err := t.blobs.Get(ctx, archiveKey(id))
@@ -88,7 +88,7 @@ func (t *Trees) extract(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("backup trees: %w", err)
 	}
-	err = snapshot.ExtractLayer(dec, tmp)
+	err = archive.ExtractLayer(dec, tmp)
 	if err == nil {
 		_, err = io.Copy(io.Discard, dec) // the whole stream must decode
 	}

@@ -58,6 +58,20 @@ func (m Map) ToSandbox(id int) (int, bool) {
 	return id - int(m.Base), true
 }
 
+// SandboxOwner returns the owner mapping of an archive of the sandbox's files read from the
+// host (archive.Options.Owner, archive.LayerOptions.Owner): host IDs of the range become
+// in-sandbox IDs, others Overflow. The zero Map returns nil: owners are recorded as they are.
+func (m Map) SandboxOwner() func(uid, gid int) (int, int) {
+	if !m.Enabled() {
+		return nil
+	}
+	return func(uid, gid int) (int, int) {
+		u, _ := m.ToSandbox(uid)
+		g, _ := m.ToSandbox(gid)
+		return u, g
+	}
+}
+
 // Root returns the host UID (= GID) of the sandbox's root: Base, or 0 for the zero Map.
 func (m Map) Root() int {
 	if !m.Enabled() {

@@ -15,6 +15,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/treecache"
 )
@@ -90,7 +91,7 @@ func (c *Cache) addFile(ctx context.Context, digest, zst string) error {
 	if err != nil {
 		return err
 	}
-	if err := ExtractLayer(dec, tmp); err != nil {
+	if err := archive.ExtractLayer(dec, tmp); err != nil {
 		os.RemoveAll(tmp)
 		if ctx.Err() != nil {
 			return fmt.Errorf("layer %s: %w", digest, ctx.Err())
@@ -122,7 +123,7 @@ func (c *Cache) fetch(ctx context.Context, digest string) error {
 	}
 	h := sha256.New()
 	r := io.TeeReader(dec, h)
-	if err := ExtractLayer(r, tmp); err != nil {
+	if err := archive.ExtractLayer(r, tmp); err != nil {
 		os.RemoveAll(tmp)
 		if ctx.Err() != nil {
 			return fmt.Errorf("layer %s: %w", digest, ctx.Err())

@@ -5,7 +5,7 @@
 // A sandbox's disk is an overlay: its own upper directory above zero or more snapshot layers
 // above its image. A snapshot captures the upper directory — every changed file, and every
 // deletion as overlayfs records it (whiteouts: 0/0 character devices; opaque directories:
-// the trusted.overlay.opaque attribute) — as one new layer, a deterministic tar (WriteLayer)
+// the trusted.overlay.opaque attribute) — as one new layer, a deterministic tar (archive.WriteLayer)
 // whose sha256 names it:
 //
 //	blob layers/sha256-<digest of the tar>.tar.zst      the layer, zstd-compressed (multi-threaded)
@@ -42,6 +42,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
@@ -176,7 +177,7 @@ func (s *Service) sandboxLock(id string) func() {
 // captured is the result of capturing an upper directory.
 type captured struct {
 	rec     store.Sandbox
-	stats   LayerStats
+	stats   archive.LayerStats
 	digest  string
 	size    int64  // tar bytes
 	zstPath string // compressed layer, to extract into the cache and upload
@@ -335,7 +336,8 @@ func (s *Service) capture(ctx context.Context, idm idmap.Map, disk sandbox.Disk,
 	}
 	h := sha256.New()
 	cw := &countWriter{}
-	stats, werr := WriteLayer(ctx, io.MultiWriter(h, cw, enc), disk.Upper, disk.Mounts, idm)
+	stats, werr := archive.WriteLayer(ctx, io.MultiWriter(h, cw, enc), disk.Upper,
+		archive.LayerOptions{Mounts: disk.Mounts, Owner: idm.SandboxOwner()})
 	cerr := enc.Close()
 	if werr != nil {
 		return werr

@@ -210,8 +210,9 @@ func Restore(f *os.File, r io.Reader, size int64, ext []Extent, buf []byte, chec
 }
 
 // Copy writes the data extents ext of f to w, in order, through buf. check, if set, is called
-// before each buffer's worth. A file that shrank meanwhile is an error.
-func Copy(w io.Writer, f *os.File, ext []Extent, buf []byte, check func() error) error {
+// before each buffer's worth. A file that shrank meanwhile (f's ReadAt reports io.EOF inside an
+// extent) is an error.
+func Copy(w io.Writer, f io.ReaderAt, ext []Extent, buf []byte, check func() error) error {
 	for _, e := range ext {
 		for done := int64(0); done < e.Len; {
 			if check != nil {

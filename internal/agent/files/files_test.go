@@ -2,47 +2,13 @@ package files
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/hutchdev/hutch/errdefs"
 )
-
-func TestCodeForError(t *testing.T) {
-	tests := []struct {
-		err  error
-		want errdefs.Code
-	}{
-		{&os.PathError{Op: "open", Path: "p", Err: syscall.ENOENT}, errdefs.CodeFileNotFound},
-		{syscall.EISDIR, errdefs.CodeIsDirectory},
-		{syscall.ENOTDIR, errdefs.CodeNotDirectory},
-		{fmt.Errorf("x: %w", syscall.EEXIST), errdefs.CodeFileExists},
-		{syscall.EACCES, errdefs.CodePermission},
-		{syscall.EPERM, errdefs.CodePermission},
-		{syscall.ENOSPC, errdefs.CodeNoSpace},
-		{syscall.EDQUOT, errdefs.CodeNoSpace},
-		{syscall.EROFS, errdefs.CodeReadOnly},
-		{syscall.ENAMETOOLONG, errdefs.CodeNameTooLong},
-		{syscall.EBUSY, errdefs.CodeResourceBusy},
-		{syscall.ENOTEMPTY, errdefs.CodeDirectoryNotEmpty},
-		{syscall.EIO, errdefs.CodeFilesystem},
-		{errors.New("other"), errdefs.CodeFilesystem},
-	}
-	for _, tt := range tests {
-		if got := CodeForError(tt.err); got != tt.want {
-			t.Errorf("CodeForError(%v) = %s; want %s", tt.err, got, tt.want)
-		}
-	}
-	err := MapError(syscall.EROFS, "/x")
-	var e *errdefs.Error
-	if !errors.As(err, &e) || e.Code != errdefs.CodeReadOnly || e.Context["path"] != "/x" || !errors.Is(err, syscall.EROFS) {
-		t.Fatalf("MapError = %#v", err)
-	}
-}
 
 func TestResolve(t *testing.T) {
 	tests := []struct {

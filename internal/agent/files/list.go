@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // Info is one entry of a listing.
@@ -48,11 +49,11 @@ type ListOptions struct {
 func List(dir string, opts ListOptions) ([]Info, error) {
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return nil, MapError(err, dir)
+		return nil, fserr.Map(err, dir)
 	}
 	fi, err := os.Stat(root)
 	if err != nil {
-		return nil, MapError(err, dir)
+		return nil, fserr.Map(err, dir)
 	}
 	if !fi.IsDir() {
 		return nil, errdefs.Newf(errdefs.CodeNotDirectory, "%s is not a directory", dir).With("path", dir)
@@ -98,7 +99,7 @@ func List(dir string, opts ListOptions) ([]Info, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, MapError(err, dir)
+		return nil, fserr.Map(err, dir)
 	}
 	return out, nil
 }

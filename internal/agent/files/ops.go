@@ -9,15 +9,16 @@ import (
 	"syscall"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // Mkdir creates directory path. recursive creates parents and accepts an existing directory;
 // otherwise an existing path gives FILE_EXISTS and a missing parent FILE_NOT_FOUND.
 func Mkdir(path string, recursive bool) error {
 	if recursive {
-		return MapError(os.MkdirAll(path, 0o755), path)
+		return fserr.Map(os.MkdirAll(path, 0o755), path)
 	}
-	return MapError(os.Mkdir(path, 0o755), path)
+	return fserr.Map(os.Mkdir(path, 0o755), path)
 }
 
 // Delete removes path. A directory needs recursive (else IS_DIRECTORY); a symlink is removed
@@ -25,16 +26,16 @@ func Mkdir(path string, recursive bool) error {
 func Delete(path string, recursive bool) error {
 	fi, err := os.Lstat(path)
 	if err != nil {
-		return MapError(err, path)
+		return fserr.Map(err, path)
 	}
 	if fi.IsDir() {
 		if !recursive {
 			return errdefs.Newf(errdefs.CodeIsDirectory, "%s is a directory; set recursive to delete it", path).
 				With("path", path)
 		}
-		return MapError(os.RemoveAll(path), path)
+		return fserr.Map(os.RemoveAll(path), path)
 	}
-	return MapError(os.Remove(path), path)
+	return fserr.Map(os.Remove(path), path)
 }
 
 // Exists reports whether path exists (a dangling symlink exists). Errors other than "not
@@ -47,7 +48,7 @@ func Exists(path string) (bool, error) {
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, syscall.ENOTDIR):
 		return false, nil
 	default:
-		return false, MapError(err, path)
+		return false, fserr.Map(err, path)
 	}
 }
 
@@ -56,7 +57,7 @@ func Exists(path string) (bool, error) {
 // Errors: FILE_NOT_FOUND for a missing source, and the mapped OS codes.
 func Move(src, dst string) (string, error) {
 	if _, err := os.Lstat(src); err != nil {
-		return "", MapError(err, src)
+		return "", fserr.Map(err, src)
 	}
 	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
 		dst = filepath.Join(dst, filepath.Base(src))
@@ -65,12 +66,12 @@ func Move(src, dst string) (string, error) {
 	if errors.Is(err, syscall.EXDEV) {
 		if err := copyTree(src, dst); err != nil {
 			os.RemoveAll(dst)
-			return "", MapError(err, dst)
+			return "", fserr.Map(err, dst)
 		}
-		return dst, MapError(os.RemoveAll(src), src)
+		return dst, fserr.Map(os.RemoveAll(src), src)
 	}
 	if err != nil {
-		return "", errdefs.Wrap(CodeForError(err), err, "").With("path", src).With("newPath", dst)
+		return "", errdefs.Wrap(fserr.CodeOf(err), err, "").With("path", src).With("newPath", dst)
 	}
 	return dst, nil
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // MaxReadSize is the largest file Read returns whole, in bytes (32 MiB); bigger files must be
@@ -28,7 +29,7 @@ type Meta struct {
 func Open(path string) (*os.File, Meta, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
-		return nil, Meta{}, MapError(err, path)
+		return nil, Meta{}, fserr.Map(err, path)
 	}
 	if fi.IsDir() {
 		return nil, Meta{}, errdefs.Newf(errdefs.CodeIsDirectory, "%s is a directory", path).With("path", path)
@@ -38,18 +39,18 @@ func Open(path string) (*os.File, Meta, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, Meta{}, MapError(err, path)
+		return nil, Meta{}, fserr.Map(err, path)
 	}
 	fi, err = f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, Meta{}, MapError(err, path)
+		return nil, Meta{}, fserr.Map(err, path)
 	}
 	head := make([]byte, 512)
 	n, err := f.ReadAt(head, 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		f.Close()
-		return nil, Meta{}, MapError(err, path)
+		return nil, Meta{}, fserr.Map(err, path)
 	}
 	meta := Meta{Size: fi.Size()}
 	if fi.Size() == 0 {
@@ -82,7 +83,7 @@ func Read(path string, max int64) ([]byte, Meta, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
-		return nil, Meta{}, MapError(err, path)
+		return nil, Meta{}, fserr.Map(err, path)
 	}
 	if int64(len(data)) > max {
 		return nil, Meta{}, errdefs.Newf(errdefs.CodeFileTooLarge, "%s grew over the %d byte limit", path, max).

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // Write stores everything from r at path atomically: parents are created, the bytes go to a
@@ -31,11 +32,11 @@ func Write(path string, r io.Reader) (int64, error) {
 	}
 	dir := filepath.Dir(target)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, MapError(err, path)
+		return 0, fserr.Map(err, path)
 	}
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(target)+".hutch-*")
 	if err != nil {
-		return 0, MapError(err, path)
+		return 0, fserr.Map(err, path)
 	}
 	ok := false
 	defer func() {
@@ -49,13 +50,13 @@ func Write(path string, r io.Reader) (int64, error) {
 		return n, errOrMapped(err, path)
 	}
 	if err := tmp.Chmod(perm); err != nil {
-		return n, MapError(err, path)
+		return n, fserr.Map(err, path)
 	}
 	if err := tmp.Close(); err != nil {
-		return n, MapError(err, path)
+		return n, fserr.Map(err, path)
 	}
 	if err := os.Rename(tmp.Name(), target); err != nil {
-		return n, MapError(err, path)
+		return n, fserr.Map(err, path)
 	}
 	ok = true
 	return n, nil
@@ -72,7 +73,7 @@ func errOrMapped(err error, path string) error {
 	if errors.As(err, &re) {
 		return errdefs.Wrap(errdefs.CodeInvalidArgument, re.err, "read body").With("path", path)
 	}
-	return MapError(err, path)
+	return fserr.Map(err, path)
 }
 
 // copyBody copies r to w in 1 MiB steps, telling read errors apart from write errors.

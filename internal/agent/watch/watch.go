@@ -38,6 +38,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/fserr"
 )
 
 // Defaults and bounds.
@@ -196,7 +197,7 @@ func Resolve(p string, roots []string) (clean, resolved string, err error) {
 	clean = filepath.Clean(p)
 	resolved, err = filepath.EvalSymlinks(clean)
 	if err != nil {
-		return "", "", files.MapError(err, clean)
+		return "", "", fserr.Map(err, clean)
 	}
 	if !underRoots(resolved, roots) {
 		return "", "", errdefs.Newf(errdefs.CodeInvalidPath, "path %q resolves to %q, which is outside the watchable directories (%s)",
@@ -204,7 +205,7 @@ func Resolve(p string, roots []string) (clean, resolved string, err error) {
 	}
 	fi, err := os.Stat(resolved)
 	if err != nil {
-		return "", "", files.MapError(err, clean)
+		return "", "", fserr.Map(err, clean)
 	}
 	if !fi.IsDir() {
 		return "", "", errdefs.Newf(errdefs.CodeNotDirectory, "path %q is not a directory", clean).With("path", clean)
@@ -246,5 +247,5 @@ func inotifyError(err error, p string) error {
 	case errors.Is(err, syscall.EMFILE):
 		return limitError("inotify_instances", 0, "the kernel's inotify instance limit (fs.inotify.max_user_instances) is exhausted")
 	}
-	return files.MapError(fmt.Errorf("watch %s: %w", p, err), p)
+	return fserr.Map(fmt.Errorf("watch %s: %w", p, err), p)
 }

@@ -1,4 +1,4 @@
-package snapshot
+package archive
 
 import (
 	"archive/tar"
@@ -18,21 +18,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/rootfs"
 	"github.com/hutchdev/hutch/internal/testutil"
 )
 
-func requireRoot(t *testing.T) {
+func requireLayerRoot(t *testing.T) {
 	t.Helper()
 	testutil.RequiresRoot(t, "whiteouts (mknod), chown and trusted.* xattrs")
-}
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // upperTree builds what an overlay upper directory holds after a sandbox's changes: files with
@@ -114,13 +106,13 @@ func manifest(t *testing.T, dir string) string {
 }
 
 func TestLayerRoundTrip(t *testing.T) {
-	requireRoot(t)
+	requireLayerRoot(t)
 	src := t.TempDir()
 	upperTree(t, src)
 	var a, b bytes.Buffer
-	stats, err := WriteLayer(context.Background(), &a, src, nil, idmap.Map{})
+	stats, err := WriteLayer(context.Background(), &a, src, LayerOptions{})
 	must(t, err)
-	if _, err := WriteLayer(context.Background(), &b, src, nil, idmap.Map{}); err != nil {
+	if _, err := WriteLayer(context.Background(), &b, src, LayerOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if sha256.Sum256(a.Bytes()) != sha256.Sum256(b.Bytes()) {
@@ -142,7 +134,7 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 	// Re-archiving the extracted tree gives the same digest: the digest is the tree's.
 	var c bytes.Buffer
-	_, err = WriteLayer(context.Background(), &c, dst, nil, idmap.Map{})
+	_, err = WriteLayer(context.Background(), &c, dst, LayerOptions{})
 	must(t, err)
 	if sha256.Sum256(c.Bytes()) != sha256.Sum256(a.Bytes()) {
 		t.Error("digest of the extracted tree differs from the original's")
@@ -168,7 +160,7 @@ func TestLayerRoundTrip(t *testing.T) {
 // The extracted layer works as an overlay lower layer: its whiteout hides an image file, its
 // opaque directory hides the image directory's content, its files show through.
 func TestLayerAsOverlayLower(t *testing.T) {
-	requireRoot(t)
+	requireLayerRoot(t)
 	base := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(base, "etc"), 0o755))
 	must(t, os.WriteFile(filepath.Join(base, "etc/motd"), []byte("hello"), 0o644))
@@ -178,7 +170,7 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	src := t.TempDir()
 	upperTree(t, src)
 	var buf bytes.Buffer
-	_, err := WriteLayer(context.Background(), &buf, src, nil, idmap.Map{})
+	_, err := WriteLayer(context.Background(), &buf, src, LayerOptions{})
 	must(t, err)
 	layer := t.TempDir()
 	must(t, ExtractLayer(&buf, layer))
@@ -206,8 +198,8 @@ func TestLayerAsOverlayLower(t *testing.T) {
 	}
 }
 
-func TestExtractRefusesEscapes(t *testing.T) {
-	requireRoot(t)
+func TestExtractLayerRefusesEscapes(t *testing.T) {
+	requireLayerRoot(t)
 	cases := []struct {
 		name    string
 		entries []tar.Header
@@ -257,7 +249,7 @@ func TestWriteLayerMounts(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(view, "lib"), 0o755))
 	must(t, os.WriteFile(filepath.Join(view, "lib/index.js"), []byte("module.exports = 1"), 0o644))
 	var buf bytes.Buffer
-	_, err := WriteLayer(context.Background(), &buf, src, map[string]string{"/workspace/app": view, "/workspace/missing": view}, idmap.Map{})
+	_, err := WriteLayer(context.Background(), &buf, src, LayerOptions{Mounts: map[string]string{"/workspace/app": view, "/workspace/missing": view}})
 	must(t, err)
 	tr := tar.NewReader(&buf)
 	seen := map[string]*tar.Header{}
@@ -291,49 +283,27 @@ func keys(m map[string]*tar.Header) []string {
 	return out
 }
 
-// A layer of a sandbox with a user namespace records in-sandbox owners: host IDs of its range
-// shifted back, anything else as the overflow ID. The same tree in two ranges gives one layer.
-func TestLayerShiftsOwners(t *testing.T) {
-	requireRoot(t)
-	layer := func(m idmap.Map) (map[string][2]int, [32]byte) {
-		src := t.TempDir()
-		files := []struct {
-			name     string
-			uid, gid int // in the sandbox; -1: host root (outside the range)
-		}{{"root-file", 0, 0}, {"user-file", 1000, 1000}, {"mixed", 1000, 5}, {"host-root", -1, -1}}
-		for _, f := range files {
-			p := filepath.Join(src, f.name)
-			must(t, os.WriteFile(p, []byte(f.name), 0o644))
-			uid, gid := 0, 0
-			if f.uid >= 0 {
-				uid, gid = int(m.Base)+f.uid, int(m.Base)+f.gid
-			}
-			must(t, os.Lchown(p, uid, gid))
-			must(t, os.Chtimes(p, time.Unix(1, 0), time.Unix(1, 0)))
-		}
+// LayerOptions.Owner maps the owners a layer records; without it owners are recorded as stat
+// reports them.
+func TestLayerOwner(t *testing.T) {
+	requireLayerRoot(t)
+	src := t.TempDir()
+	p := filepath.Join(src, "f")
+	must(t, os.WriteFile(p, []byte("x"), 0o644))
+	must(t, os.Lchown(p, 1<<20+1000, 1<<20+5))
+	owner := func(opts LayerOptions) [2]int {
 		var buf bytes.Buffer
-		_, err := WriteLayer(context.Background(), &buf, src, nil, m)
+		_, err := WriteLayer(context.Background(), &buf, src, opts)
 		must(t, err)
-		owners := map[string][2]int{}
-		tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
-		for {
-			h, err := tr.Next()
-			if err != nil {
-				break
-			}
-			owners[h.Name] = [2]int{h.Uid, h.Gid}
-		}
-		return owners, sha256.Sum256(buf.Bytes())
+		h, err := tar.NewReader(&buf).Next()
+		must(t, err)
+		return [2]int{h.Uid, h.Gid}
 	}
-	a, da := layer(idmap.Map{Base: 1 << 20, Size: 1 << 16})
-	b, db := layer(idmap.Map{Base: 1<<20 + 1<<16, Size: 1 << 16})
-	want := map[string][2]int{"root-file": {0, 0}, "user-file": {1000, 1000}, "mixed": {1000, 5}, "host-root": {idmap.Overflow, idmap.Overflow}}
-	for name, w := range want {
-		if a[name] != w || b[name] != w {
-			t.Errorf("%s: owners %v and %v, want %v", name, a[name], b[name], w)
-		}
+	if got := owner(LayerOptions{}); got != [2]int{1<<20 + 1000, 1<<20 + 5} {
+		t.Errorf("unmapped owner %v", got)
 	}
-	if da != db {
-		t.Error("the same tree in two ranges gave different layers")
+	shift := func(uid, gid int) (int, int) { return uid - 1<<20, gid - 1<<20 }
+	if got := owner(LayerOptions{Owner: shift}); got != [2]int{1000, 5} {
+		t.Errorf("mapped owner %v; want [1000 5]", got)
 	}
 }

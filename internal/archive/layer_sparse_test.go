@@ -1,4 +1,4 @@
-package snapshot
+package archive
 
 import (
 	"bytes"
@@ -11,8 +11,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hutchdev/hutch/internal/idmap"
 )
 
 // sparseSample makes a 1 GiB file with three runs of data (at the start, in the middle, and
@@ -31,7 +29,7 @@ func sparseSample(t *testing.T, p string) map[int64][]byte {
 	return runs
 }
 
-func allocated(t *testing.T, p string) int64 {
+func allocatedBytes(t *testing.T, p string) int64 {
 	t.Helper()
 	var st unix.Stat_t
 	must(t, unix.Stat(p, &st))
@@ -46,11 +44,11 @@ func TestLayerSparseFile(t *testing.T) {
 	must(t, os.Mkdir(filepath.Join(src, "d"), 0o755))
 	p := filepath.Join(src, "d", "big.img")
 	runs := sparseSample(t, p)
-	if a := allocated(t, p); a > 8<<20 {
+	if a := allocatedBytes(t, p); a > 8<<20 {
 		t.Skipf("the temp dir's file system does not keep holes (%d bytes allocated)", a)
 	}
 	var buf bytes.Buffer
-	stats, err := WriteLayer(context.Background(), &buf, src, nil, idmap.Map{})
+	stats, err := WriteLayer(context.Background(), &buf, src, LayerOptions{})
 	must(t, err)
 	if stats.Entries != 2 {
 		t.Errorf("entries = %d, want 2", stats.Entries)
@@ -66,7 +64,7 @@ func TestLayerSparseFile(t *testing.T) {
 	if fi.Size() != 1<<30 {
 		t.Fatalf("extracted size = %d, want %d", fi.Size(), 1<<30)
 	}
-	if a := allocated(t, q); a > 8<<20 {
+	if a := allocatedBytes(t, q); a > 8<<20 {
 		t.Errorf("extracted file has %d bytes allocated: holes were filled", a)
 	}
 	f, err := os.Open(q)
@@ -90,7 +88,7 @@ func TestLayerSparseFile(t *testing.T) {
 	}
 	// Same tree, same bytes: the sparse entry is deterministic too.
 	var again bytes.Buffer
-	_, err = WriteLayer(context.Background(), &again, src, nil, idmap.Map{})
+	_, err = WriteLayer(context.Background(), &again, src, LayerOptions{})
 	must(t, err)
 	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
 		t.Error("two layers of the same tree differ")
@@ -111,7 +109,7 @@ func TestWriteLayerCancelled(t *testing.T) {
 	cause := errors.New("capture aborted")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	w := &cancelAfter{n: 4 << 20, cancel: func() { cancel(cause) }}
-	_, err = WriteLayer(ctx, w, src, nil, idmap.Map{})
+	_, err = WriteLayer(ctx, w, src, LayerOptions{})
 	if !errors.Is(err, cause) {
 		t.Fatalf("WriteLayer after cancel = %v, want %v", err, cause)
 	}

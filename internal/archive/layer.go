@@ -1,4 +1,4 @@
-package snapshot
+package archive
 
 import (
 	"archive/tar"
@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,12 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/sparse"
 )
-
-// paxXattr prefixes an extended attribute's name in a PAX record (the GNU tar / star form).
-const paxXattr = "SCHILY.xattr."
 
 // keptXattr reports whether an extended attribute travels in a layer: overlayfs's deletion
 // markers (opaque directories, xattr whiteouts), user attributes, file capabilities and POSIX
@@ -44,6 +39,17 @@ type LayerStats struct {
 	Skipped int // device nodes (other than whiteouts) and sockets, which layers do not carry
 }
 
+// LayerOptions are what WriteLayer writes besides root's own tree, and how.
+type LayerOptions struct {
+	// Mounts maps directories inside the sandbox ("/workspace/app") to host directories that
+	// hold their whole content (see WriteLayer).
+	Mounts map[string]string
+	// Owner, when set, maps each entry's numeric owner as stat reports it to the owner the
+	// layer records (hutchd records a user namespace's host IDs as in-sandbox IDs). Nil
+	// records the owner as it is.
+	Owner func(uid, gid int) (int, int)
+}
+
 // WriteLayer writes the directory tree under root (an overlay upper directory) to w as a tar
 // stream and reports what it wrote. root itself is not an entry. The stream is deterministic:
 // entries in lexical path order, PAX format, no user or group names, no access or change
@@ -60,17 +66,14 @@ type LayerStats struct {
 // ExtractLayer makes it sparse again. ctx is checked before every file and every MiB of
 // content: a cancelled capture stops at once with ctx's error (its cause, when it has one).
 //
-// mounts maps directories inside the sandbox ("/workspace/app") to host directories that
-// hold their whole content (read-only views of directory mounts, sandbox.Disk): where the walk
-// of root meets such a directory, the directory is written opaque (it hides what the layers
-// below hold there) with the view's attributes and content instead of root's. A mount whose
-// directory is not in root is left out.
+// Where the walk of root meets a directory of opts.Mounts (the read-only view of a directory
+// mount, sandbox.Disk), the directory is written opaque (it hides what the layers below hold
+// there) with the view's attributes and content instead of root's. A mount whose directory is
+// not in root is left out.
 //
-// idm is the sandbox's user namespace ID range: the tree's owners are host IDs of that range
-// and the layer records them as in-sandbox IDs (an owner outside the range as
-// idmap.Overflow), so a layer reads the same whichever range it came from. The zero Map
-// records owners as they are.
-func WriteLayer(ctx context.Context, w io.Writer, root string, mounts map[string]string, idm idmap.Map) (LayerStats, error) {
+// opts.Owner maps the owners recorded (hutchd passes the sandbox's user namespace range, so a
+// layer reads the same whichever range it came from).
+func WriteLayer(ctx context.Context, w io.Writer, root string, opts LayerOptions) (LayerStats, error) {
 	var stats LayerStats
 	if _, err := os.Lstat(root); errors.Is(err, fs.ErrNotExist) {
 		return stats, tar.NewWriter(w).Close()
@@ -78,9 +81,9 @@ func WriteLayer(ctx context.Context, w io.Writer, root string, mounts map[string
 	lw := &layerWriter{
 		tw:     tar.NewWriter(w),
 		links:  map[[2]uint64]string{},
-		buf:    make([]byte, 1<<20),
-		mounts: mounts,
-		idm:    idm,
+		buf:    make([]byte, bufSize),
+		mounts: opts.Mounts,
+		owner:  opts.Owner,
 		check: func() error {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
@@ -100,7 +103,7 @@ type layerWriter struct {
 	links  map[[2]uint64]string // (dev, ino) → first path, for files with nlink > 1
 	buf    []byte
 	mounts map[string]string
-	idm    idmap.Map
+	owner  func(uid, gid int) (int, int) // LayerOptions.Owner
 	stats  LayerStats
 	check  func() error // ctx's cause once it is done
 }
@@ -158,8 +161,9 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		holes   bool
 		err     error
 	)
-	hdr.Uid, _ = lw.idm.ToSandbox(hdr.Uid)
-	hdr.Gid, _ = lw.idm.ToSandbox(hdr.Gid)
+	if lw.owner != nil {
+		hdr.Uid, hdr.Gid = lw.owner(hdr.Uid, hdr.Gid)
+	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
 		hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
@@ -207,17 +211,13 @@ func (lw *layerWriter) entry(p, name string, opaque bool) error {
 		return fmt.Errorf("xattrs of %s: %w", name, err)
 	}
 	if holes {
-		if hdr.PAXRecords == nil {
-			hdr.PAXRecords = map[string]string{}
-		}
-		maps.Copy(hdr.PAXRecords, sparse.Records(st.Size, extents))
-		hdr.Size = sparse.DataBytes(extents)
+		markSparse(hdr, st.Size, extents)
 	}
 	if opaque {
 		if hdr.PAXRecords == nil {
 			hdr.PAXRecords = map[string]string{}
 		}
-		hdr.PAXRecords["SCHILY.xattr.trusted.overlay.opaque"] = "y"
+		hdr.PAXRecords[paxOpaque] = "y"
 	}
 	if err := lw.tw.WriteHeader(hdr); err != nil {
 		return fmt.Errorf("%s: %w", name, err)

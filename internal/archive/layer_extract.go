@@ -1,8 +1,7 @@
-package snapshot
+package archive
 
 import (
 	"archive/tar"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -31,9 +30,9 @@ const (
 // ExtractLayer extracts a layer tar (as WriteLayer writes it) into dir, an existing empty
 // directory, as root: owners, modes, modification times, extended attributes (overlay opaque
 // markers included), symlinks, hard links, FIFOs and whiteouts (character devices 0/0) are
-// recreated exactly, so dir can serve as an overlayfs lower layer. An entry "./" (a backup
-// archive's top directory, internal/agent/archive) gives dir its mode, owner and times;
-// otherwise dir's own are left alone.
+// recreated exactly, so dir can serve as an overlayfs lower layer. A first entry "./" (a tree
+// archive's top directory: hutchd's tree cache extracts backups with ExtractLayer too) gives
+// dir its mode, owner and times; otherwise dir's own are left alone.
 //
 // The archive is untrusted (a blob store may be shared): an entry whose name is absolute,
 // has "." or ".." segments, or whose parent is not a directory this extraction made (so no
@@ -47,7 +46,7 @@ func ExtractLayer(r io.Reader, dir string) error {
 		dirs:  map[string]bool{".": true},
 		files: map[string]bool{},
 		seen:  map[string]bool{},
-		jobs:  make(chan fileJob, 256),
+		jobs:  make(chan layerFileJob, 256),
 		room:  make(chan struct{}, inFlightMax/(64<<10)),
 	}
 	workers := max(4, 2*runtime.NumCPU())
@@ -73,20 +72,20 @@ func ExtractLayer(r io.Reader, dir string) error {
 	}
 	for i := len(x.dirList) - 1; i >= 0; i-- {
 		d := x.dirList[i]
-		if err := applyMeta(filepath.Join(dir, filepath.FromSlash(d.name)), d.hdr); err != nil {
+		if err := applyLayerMeta(filepath.Join(dir, filepath.FromSlash(d.name)), d.hdr); err != nil {
 			return fmt.Errorf("snapshot layer: %s: %w", d.name, err)
 		}
 	}
 	return nil
 }
 
-type dirMeta struct {
+type layerDir struct {
 	name string
 	hdr  *tar.Header
 }
 
-// fileJob is a small regular file for the workers: its content and header.
-type fileJob struct {
+// layerFileJob is a small regular file for the workers: its content and header.
+type layerFileJob struct {
 	target string
 	name   string
 	hdr    *tar.Header
@@ -99,10 +98,10 @@ type layerExtractor struct {
 	dirs    map[string]bool // directories made (entry names)
 	files   map[string]bool // regular files made
 	seen    map[string]bool // every entry name
-	dirList []dirMeta
+	dirList []layerDir
 	links   [][2]string // hard links to make at the end: name, target name
 
-	jobs chan fileJob
+	jobs chan layerFileJob
 	room chan struct{} // a semaphore of 64 KiB units of buffered content
 	wg   sync.WaitGroup
 
@@ -128,7 +127,7 @@ func (x *layerExtractor) worker() {
 	defer x.wg.Done()
 	for j := range x.jobs {
 		if x.failure() == nil {
-			if err := writeFile(j.target, j.hdr, j.data); err != nil {
+			if err := writeLayerFile(j.target, j.hdr, j.data); err != nil {
 				x.fail(fmt.Errorf("snapshot layer: write %s: %w", j.name, err))
 			}
 		}
@@ -142,7 +141,7 @@ func (x *layerExtractor) worker() {
 // regular files to the workers.
 func (x *layerExtractor) read(r io.Reader) error {
 	tr := tar.NewReader(r)
-	bigBuf := make([]byte, 1<<20)
+	bigBuf := make([]byte, bufSize)
 	for {
 		if err := x.failure(); err != nil {
 			return err
@@ -154,12 +153,12 @@ func (x *layerExtractor) read(r io.Reader) error {
 		if err != nil {
 			return fmt.Errorf("snapshot layer: %w", err)
 		}
-		if hdr.Name == "./" && hdr.Typeflag == tar.TypeDir && len(x.seen) == 0 {
-			x.dirList = append([]dirMeta{{".", hdr}}, x.dirList...)
+		if hdr.Name == topEntry && hdr.Typeflag == tar.TypeDir && len(x.seen) == 0 {
+			x.dirList = append([]layerDir{{".", hdr}}, x.dirList...)
 			x.seen["."] = true
 			continue
 		}
-		name, err := entryName(hdr.Name)
+		name, err := layerEntryName(hdr.Name)
 		if err != nil {
 			return err
 		}
@@ -177,7 +176,7 @@ func (x *layerExtractor) read(r io.Reader) error {
 				return fmt.Errorf("snapshot layer: %w", err)
 			}
 			x.dirs[name] = true
-			x.dirList = append(x.dirList, dirMeta{name, hdr})
+			x.dirList = append(x.dirList, layerDir{name, hdr})
 			continue // attributes once the directory's content is in place
 		case tar.TypeReg:
 			x.files[name] = true
@@ -186,13 +185,13 @@ func (x *layerExtractor) read(r io.Reader) error {
 				return fmt.Errorf("snapshot layer: %s: %w", name, err)
 			}
 			if isSparse {
-				if err := writeSparse(target, hdr, tr, size, ext, bigBuf); err != nil {
+				if err := writeLayerSparse(target, hdr, tr, size, ext, bigBuf); err != nil {
 					return fmt.Errorf("snapshot layer: write %s: %w", name, err)
 				}
 				continue
 			}
 			if hdr.Size > inlineMax {
-				if err := writeStream(target, hdr, tr, bigBuf); err != nil {
+				if err := writeLayerStream(target, hdr, tr, bigBuf); err != nil {
 					return fmt.Errorf("snapshot layer: write %s: %w", name, err)
 				}
 				continue
@@ -208,10 +207,10 @@ func (x *layerExtractor) read(r io.Reader) error {
 				}
 				return fmt.Errorf("snapshot layer: read %s: %w", name, err)
 			}
-			x.jobs <- fileJob{target: target, name: name, hdr: hdr, data: data, units: units}
+			x.jobs <- layerFileJob{target: target, name: name, hdr: hdr, data: data, units: units}
 			continue
 		case tar.TypeLink:
-			ln, err := entryName(hdr.Linkname)
+			ln, err := layerEntryName(hdr.Linkname)
 			if err != nil || !x.files[ln] {
 				return fmt.Errorf("snapshot layer: hard link %q → %q: not a file extracted before", hdr.Name, hdr.Linkname)
 			}
@@ -235,16 +234,16 @@ func (x *layerExtractor) read(r io.Reader) error {
 		default:
 			return fmt.Errorf("snapshot layer: entry %q has unsupported type %q", hdr.Name, hdr.Typeflag)
 		}
-		if err := applyMeta(target, hdr); err != nil {
+		if err := applyLayerMeta(target, hdr); err != nil {
 			return fmt.Errorf("snapshot layer: %s: %w", name, err)
 		}
 	}
 }
 
-// writeFile creates the regular file target with data and hdr's attributes, all through the
+// writeLayerFile creates the regular file target with data and hdr's attributes, all through the
 // open descriptor.
-func writeFile(target string, hdr *tar.Header, data []byte) error {
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+func writeLayerFile(target string, hdr *tar.Header, data []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, layerCreateMode(hdr))
 	if err != nil {
 		return err
 	}
@@ -254,55 +253,35 @@ func writeFile(target string, hdr *tar.Header, data []byte) error {
 			return err
 		}
 	}
-	if err := fileMeta(f, hdr); err != nil {
+	if err := layerFileMeta(f, hdr); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// writeStream creates the regular file target with hdr.Size bytes from r. Blocks of zeros
-// become holes (the file is sparse, as `cp --sparse=always` makes it): a sparse file, which a
-// tar stores at its full size, does not take its full size on disk again when extracted.
-func writeStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error {
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+// writeLayerStream creates the regular file target with hdr.Size bytes from r. Whole buffers
+// of zeros become holes (copyHoles, with blocks of len(buf)).
+func writeLayerStream(target string, hdr *tar.Header, r io.Reader, buf []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, layerCreateMode(hdr))
 	if err != nil {
 		return err
 	}
-	for left := hdr.Size; left > 0; {
-		n, err := io.ReadFull(r, buf[:min(int64(len(buf)), left)])
-		if err != nil {
-			f.Close()
-			return err
-		}
-		left -= int64(n)
-		if isZero(buf[:n]) {
-			if _, err := f.Seek(int64(n), io.SeekCurrent); err != nil {
-				f.Close()
-				return err
-			}
-			continue
-		}
-		if _, err := f.Write(buf[:n]); err != nil {
-			f.Close()
-			return err
-		}
-	}
-	if err := f.Truncate(hdr.Size); err != nil { // the size, when the file ends in a hole
+	if _, err := copyHoles(f, r, hdr.Size, buf, len(buf), nil); err != nil {
 		f.Close()
 		return err
 	}
-	if err := fileMeta(f, hdr); err != nil {
+	if err := layerFileMeta(f, hdr); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// writeSparse creates the regular file target of apparent size size from a sparse entry's
+// writeLayerSparse creates the regular file target of apparent size size from a sparse entry's
 // data extents ext in r (internal/sparse): only they are written, the rest stays holes.
-func writeSparse(target string, hdr *tar.Header, r io.Reader, size int64, ext []sparse.Extent, buf []byte) error {
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, createMode(hdr))
+func writeLayerSparse(target string, hdr *tar.Header, r io.Reader, size int64, ext []sparse.Extent, buf []byte) error {
+	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, layerCreateMode(hdr))
 	if err != nil {
 		return err
 	}
@@ -310,31 +289,16 @@ func writeSparse(target string, hdr *tar.Header, r io.Reader, size int64, ext []
 		f.Close()
 		return err
 	}
-	if err := fileMeta(f, hdr); err != nil {
+	if err := layerFileMeta(f, hdr); err != nil {
 		f.Close()
 		return err
 	}
 	return f.Close()
 }
 
-// zeros is a block of zeros to compare with.
-var zeros = make([]byte, 1<<20)
-
-// isZero reports whether b holds only zero bytes.
-func isZero(b []byte) bool {
-	for len(b) > 0 {
-		k := min(len(b), len(zeros))
-		if !bytes.Equal(b[:k], zeros[:k]) {
-			return false
-		}
-		b = b[k:]
-	}
-	return true
-}
-
-// createMode is the permission a file is created with: hdr's when the process's umask leaves
-// it whole (fileMeta then needs no chmod), else owner-only until fileMeta sets it.
-func createMode(hdr *tar.Header) os.FileMode {
+// layerCreateMode is the permission a file is created with: hdr's when the process's umask leaves
+// it whole (layerFileMeta then needs no chmod), else owner-only until layerFileMeta sets it.
+func layerCreateMode(hdr *tar.Header) os.FileMode {
 	if m := uint32(hdr.Mode & 0o777); m&processUmask == 0 {
 		return os.FileMode(m)
 	}
@@ -359,10 +323,10 @@ var processUmask = func() uint32 {
 	return 0o777
 }()
 
-// fileMeta sets owner, mode (after the owner: chown clears setuid bits), extended attributes
+// layerFileMeta sets owner, mode (after the owner: chown clears setuid bits), extended attributes
 // and modification time of the open regular file f from hdr. A file created by root with its
-// final mode (createMode) needs neither chown nor chmod: they are skipped.
-func fileMeta(f *os.File, hdr *tar.Header) error {
+// final mode (layerCreateMode) needs neither chown nor chmod: they are skipped.
+func layerFileMeta(f *os.File, hdr *tar.Header) error {
 	fd := int(f.Fd())
 	chowned := hdr.Uid != 0 || hdr.Gid != 0 || os.Geteuid() != 0
 	if chowned {
@@ -370,7 +334,7 @@ func fileMeta(f *os.File, hdr *tar.Header) error {
 			return fmt.Errorf("chown: %w", err)
 		}
 	}
-	if chowned || hdr.Mode&0o7000 != 0 || createMode(hdr) != os.FileMode(hdr.Mode&0o777) {
+	if chowned || hdr.Mode&0o7000 != 0 || layerCreateMode(hdr) != os.FileMode(hdr.Mode&0o777) {
 		if err := unix.Fchmod(fd, uint32(hdr.Mode&0o7777)); err != nil {
 			return fmt.Errorf("chmod: %w", err)
 		}
@@ -391,23 +355,19 @@ func fileMeta(f *os.File, hdr *tar.Header) error {
 	return nil
 }
 
-// entryName checks and normalises an entry name: relative, clean, no "." or ".." segments.
-func entryName(raw string) (string, error) {
+// layerEntryName checks and normalises an entry name: checkName's rules, and the name must be
+// clean, without "." segments (a trailing "/" is allowed).
+func layerEntryName(raw string) (string, error) {
 	name := strings.TrimSuffix(raw, "/")
-	if name == "" || strings.HasPrefix(name, "/") || strings.ContainsRune(name, 0) || path.Clean(name) != name {
+	if clean, why := checkName(name); why != "" || clean != name || name == "." {
 		return "", fmt.Errorf("snapshot layer: entry name %q refused", raw)
-	}
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "." || seg == ".." {
-			return "", fmt.Errorf("snapshot layer: entry name %q refused", raw)
-		}
 	}
 	return name, nil
 }
 
-// applyMeta sets owner, mode (after the owner: chown clears setuid bits), extended attributes
+// applyLayerMeta sets owner, mode (after the owner: chown clears setuid bits), extended attributes
 // and modification time of p from hdr. Symlinks get owner, attributes and time only.
-func applyMeta(p string, hdr *tar.Header) error {
+func applyLayerMeta(p string, hdr *tar.Header) error {
 	if err := os.Lchown(p, hdr.Uid, hdr.Gid); err != nil {
 		return err
 	}
