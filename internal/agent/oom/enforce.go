@@ -30,10 +30,10 @@ import (
 // running Self, the agent's binary, whose Go runtime holds 20-40 MB) are never chosen; killing
 // a shim frees little and ends an innocent command. The victim is chosen in the process
 // group of the most badness first (see victim): a fork bomb's many small processes. And
-// nothing is killed while the excess over the limit is more than all the processes it may kill
-// hold: Linux frees a killed process's memory at its exit, but the Sentry gives it back later
-// (seconds after a fork bomb's kill on a loaded host), and meanwhile a kill would only end an
-// innocent process.
+// nothing is killed while, within memoryReturn of a kill, the excess over the limit is more
+// than all the processes it may kill hold: Linux frees a killed process's memory at its exit,
+// but the Sentry gives it back later (seconds after a fork bomb's kill on a loaded host), and
+// meanwhile a kill would only end an innocent process.
 //
 // Watching is not free inside gVisor: every wake-up of the agent costs the Sentry (~1.3 ms of a
 // lite sandbox's CPU, measured) and so does every read of the usage (the Sentry scans its memory
@@ -66,8 +66,8 @@ type Enforcer struct {
 	Pressure string
 	// GuardKill, when set, is the file where hutchd's memory guard writes the time of its last
 	// kill (GuardKillFile): the enforcer kills nothing for guardHoldoff after that time, nor
-	// while a process of a group that kill took (GuardGroupsFile, beside it) has not exited,
-	// nor for guardHoldoff after the last one did (up to guardGroupsMax after the kill). The
+	// while a process that kill signalled (GuardKilledFile, beside it) has not exited, nor for
+	// guardHoldoff after the last one did (up to guardKilledMax after the kill). The
 	// guard writes the time before it resumes the sandbox it paused to list it, and while its
 	// kill of a process group takes effect the group's dying processes hold no memory the
 	// enforcer can see, so it would choose an innocent process (a background command's shell
@@ -84,10 +84,9 @@ type Enforcer struct {
 	// Run's goroutine only:
 	lastWarn   time.Time // of the last warning
 	pressureFD *os.File  // Pressure, open
-	// groupsKill is the guard kill (its time in GuardKill) whose groups were last seen with a
-	// process that had not exited, at groupsSeen.
-	groupsKill int64
-	groupsSeen time.Time
+	// killedOf is the guard kill (its time in GuardKill) whose killed processes were last seen
+	// not yet exited, at killedSeen; lastKill is the time of the enforcer's own last kill.
+	killedOf, killedSeen, lastKill time.Time
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -240,12 +239,13 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 		e.warn("oom enforcer: over the limit and nothing to kill", "usage", used, "limit", e.Limit)
 		return
 	}
-	if over := used - e.Limit; over > held {
-		// Killing every process it may kill would not bring the usage under the limit: the
-		// memory is not theirs (the Sentry has not yet taken back what killed processes held,
-		// or files in memory hold it), and a kill would only end an innocent process. hutchd's
-		// guard watches the sandbox's host memory meanwhile.
-		e.warn("oom enforcer: over the limit by more than the processes hold; nothing killed",
+	if over := used - e.Limit; over > held && e.recentKill() {
+		// Shortly after a kill, killing every process it may kill would not bring the usage
+		// under the limit: the memory is the killed processes', which the Sentry has not taken
+		// back yet, and a kill would only end an innocent process. Later the same excess is
+		// memory no process maps (SysV shared memory, an unmapped memfd, files in memory): then
+		// the enforcer kills as Linux does, or such memory would switch it off.
+		e.warn("oom enforcer: over the limit by more than the processes hold, after a kill; nothing killed",
 			"usage", used, "limit", e.Limit, "held", held)
 		return
 	}
@@ -256,6 +256,7 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 		return // gone meanwhile: the next poll decides again
 	}
 	e.kills.Add(1)
+	e.lastKill = time.Now()
 	e.logger().Warn("oom enforcer: killed a process over the sandbox's memory limit",
 		"pid", v.pid, "comm", v.comm, "rss_bytes", v.rss, "usage", used, "limit", e.Limit)
 	// Every step costs the Sentry a stat, and a usage read once the process is gone.
@@ -271,65 +272,84 @@ func (e *Enforcer) killOne(ctx context.Context, used int64, usage func() (int64,
 	}
 }
 
-// guardHoldoff is how long after the memory guard's kill, and after the last process of the
-// groups it killed exited, the enforcer kills nothing: the guard's rounds and the Sentry's
-// giving the memory back take a few seconds (measured: rounds up to 1.5 s after the time is
-// written, memory back in ~3 s). guardGroupsMax bounds the wait for the killed groups'
-// processes to exit: SIGKILL cannot be caught, so one still there after it is stuck, and the
-// enforcer goes back to work.
+// guardHoldoff is how long after the memory guard's kill, and after the last process it
+// killed exited, the enforcer kills nothing: the guard's rounds and the Sentry's giving the
+// memory back take a few seconds (measured: rounds up to 1.5 s after the time is written,
+// memory back in ~3 s). guardKilledMax bounds the wait for the killed processes to exit:
+// SIGKILL cannot be caught, so one still there after it is stuck, and the enforcer goes back
+// to work. memoryReturn is how long after a kill (the guard's or its own) the usage may still
+// count memory the killed processes held (seen: over 6 s after a fork bomb's kill on a loaded
+// host).
 const (
 	guardHoldoff   = 5 * time.Second
-	guardGroupsMax = time.Minute
+	guardKilledMax = time.Minute
+	memoryReturn   = 20 * time.Second
 )
 
-// guardKilling reports whether hutchd's memory guard killed less than guardHoldoff ago (or its
-// time is ahead of ours), or a group it killed still has a process that has not exited (up to
-// guardGroupsMax after the kill), or the last one exited less than guardHoldoff ago.
-func (e *Enforcer) guardKilling() bool {
+// guardKill returns the time of hutchd's memory guard's last kill (GuardKill), and false when
+// there is none, or it is further ahead of our clock than guardHoldoff (a clock stepped back:
+// it would otherwise hold the enforcer off until the clock caught up).
+func (e *Enforcer) guardKill() (time.Time, bool) {
 	if e.GuardKill == "" {
-		return false
+		return time.Time{}, false
 	}
 	at, err := readInt(e.GuardKill)
 	if err != nil || at <= 0 {
+		return time.Time{}, false
+	}
+	t := time.Unix(0, at)
+	return t, time.Until(t) < guardHoldoff
+}
+
+// guardKilling reports whether hutchd's memory guard killed less than guardHoldoff ago, or a
+// process it killed (GuardKilledFile) has not exited yet (up to guardKilledMax after the
+// kill), or the last one exited less than guardHoldoff ago.
+func (e *Enforcer) guardKilling() bool {
+	at, ok := e.guardKill()
+	if !ok {
 		return false
 	}
-	since := time.Since(time.Unix(0, at))
+	since := time.Since(at)
 	if since < guardHoldoff {
 		return true
 	}
-	if since < guardGroupsMax && e.groupsExiting() {
-		e.groupsKill, e.groupsSeen = at, time.Now()
+	if since < guardKilledMax && e.killedExiting() {
+		e.killedOf, e.killedSeen = at, time.Now()
 		return true
 	}
-	return e.groupsKill == at && time.Since(e.groupsSeen) < guardHoldoff
+	return e.killedOf.Equal(at) && time.Since(e.killedSeen) < guardHoldoff
 }
 
-// groupsExiting reports whether a process of a group named in GuardGroupsFile (beside
-// GuardKill) is in the process list and not a zombie (a zombie holds no memory).
-func (e *Enforcer) groupsExiting() bool {
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.GuardKill), filepath.Base(GuardGroupsFile)))
+// recentKill reports whether the guard or the enforcer killed, or a process the guard killed
+// was seen exiting, less than memoryReturn ago: the usage may still count their memory.
+func (e *Enforcer) recentKill() bool {
+	if at, ok := e.guardKill(); ok && time.Since(at) < memoryReturn {
+		return true
+	}
+	return time.Since(e.killedSeen) < memoryReturn || time.Since(e.lastKill) < memoryReturn
+}
+
+// killedExiting reports whether a process named in GuardKilledFile (beside GuardKill, as
+// PID:PGID pairs) is still there, in the same process group, and not a zombie (a zombie holds
+// no memory). Only the processes the guard signalled count: one that joins a killed group
+// later (setpgid within its session, while an unreaped zombie keeps the group) does not.
+func (e *Enforcer) killedExiting() bool {
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(e.GuardKill), filepath.Base(GuardKilledFile)))
 	if err != nil {
 		return false
 	}
-	want := map[int]bool{}
 	for _, f := range bytes.Fields(b) {
-		if pgid, err := strconv.Atoi(string(f)); err == nil && pgid > 0 {
-			want[pgid] = true
-		}
-	}
-	if len(want) == 0 {
-		return false
-	}
-	ents, err := os.ReadDir(e.proc())
-	if err != nil {
-		return false
-	}
-	for _, ent := range ents {
-		if _, err := strconv.Atoi(ent.Name()); err != nil {
+		pidText, pgidText, ok := bytes.Cut(f, []byte(":"))
+		if !ok {
 			continue
 		}
-		st, ok := readStat(filepath.Join(e.proc(), ent.Name(), "stat"))
-		if ok && want[st.pgid] && st.state != 'Z' && st.state != 'X' {
+		pid, err1 := strconv.Atoi(string(pidText))
+		pgid, err2 := strconv.Atoi(string(pgidText))
+		if err1 != nil || err2 != nil || pid <= 1 {
+			continue
+		}
+		st, ok := readStat(filepath.Join(e.proc(), strconv.Itoa(pid), "stat"))
+		if ok && st.pgid == pgid && st.state != 'Z' && st.state != 'X' {
 			return true
 		}
 	}

@@ -362,69 +362,89 @@ func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 	}
 }
 
-// TestEnforcerWaitsForGuardKilledGroups: over the limit after the memory guard's kill is older
-// than guardHoldoff, the enforcer still kills nothing while a process of a group the guard
-// killed (GuardGroupsFile) has not exited; a zombie of the group does not count. Once the
-// group is gone it waits guardHoldoff more (the memory's return), then kills.
-func TestEnforcerWaitsForGuardKilledGroups(t *testing.T) {
-	root := t.TempDir()
-	c := exec.Command("sleep", "60")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Process.Kill() })
-	werr := make(chan error, 1)
-	go func() { werr <- c.Wait() }()
-	const limit = 100 << 20
-	fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
-	// A process of the killed group 4000, still exiting (state R, its memory already counted
-	// as gone in its statm).
-	const dying, killedGroup = 4001, 4000
-	fakeProc(t, root, dying, 0, 0, "bomb", 0)
-	setGroup(t, root, dying, killedGroup)
-	setState := func(state string) {
-		path := filepath.Join(root, strconv.Itoa(dying), "stat")
-		if err := os.WriteFile(path, []byte(fmt.Sprintf("%d (bomb) %s 1 %d 0 0\n", dying, state, killedGroup)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	setState("R")
-	dir := t.TempDir()
-	guard := filepath.Join(dir, filepath.Base(GuardKillFile))
-	if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(-2*guardHoldoff).UnixNano(), 10)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, filepath.Base(GuardGroupsFile)), []byte(fmt.Sprintf("77 %d\n", killedGroup)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e := &Enforcer{
-		Limit: limit, Proc: root, GuardKill: guard,
-		Usage:        func() (int64, error) { return limit + 1, nil },
-		FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go e.Run(ctx)
-	select {
-	case err := <-werr:
-		t.Fatalf("killed (%v) while the guard's killed group was exiting", err)
-	case <-time.After(time.Second):
-	}
-	setState("Z")
-	gone := time.Now()
-	select {
-	case <-werr:
-		if waited := time.Since(gone); waited < guardHoldoff-time.Second {
-			t.Errorf("killed %v after the group exited; want guardHoldoff (%v) for its memory to come back", waited, guardHoldoff)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("nothing killed once the guard's group had exited")
+// TestEnforcerWaitsForGuardKilled: over the limit after the memory guard's kill is older than
+// guardHoldoff, the enforcer still kills nothing while a process that kill signalled
+// (GuardKilledFile) has not exited; a zombie of it does not count, nor does a process that
+// joined the killed group later. Once it is gone the enforcer waits guardHoldoff more (the
+// memory's return), then kills.
+func TestEnforcerWaitsForGuardKilled(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		killed  string // GuardKilledFile
+		waits   bool   // for the dying process
+		pgidNow int    // the dying process's group now
+	}{
+		{"signalled process exiting", "77:77 4001:4000", true, 4000},
+		{"a newcomer in the killed group", "4002:4000", false, 4000},
+		{"its PID in another group now", "4001:4000", false, 4100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			c := exec.Command("sleep", "60")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Process.Kill() })
+			werr := make(chan error, 1)
+			go func() { werr <- c.Wait() }()
+			const limit = 100 << 20
+			fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
+			// Process 4001, still exiting (state R, its memory already gone from its statm).
+			const dying = 4001
+			fakeProc(t, root, dying, 0, 0, "bomb", 0)
+			setState := func(state string) {
+				path := filepath.Join(root, strconv.Itoa(dying), "stat")
+				if err := os.WriteFile(path, []byte(fmt.Sprintf("%d (bomb) %s 1 %d 0 0\n", dying, state, tc.pgidNow)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			setState("R")
+			dir := t.TempDir()
+			guard := filepath.Join(dir, filepath.Base(GuardKillFile))
+			if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(-2*guardHoldoff).UnixNano(), 10)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, filepath.Base(GuardKilledFile)), []byte(tc.killed+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e := &Enforcer{
+				Limit: limit, Proc: root, GuardKill: guard,
+				Usage:        func() (int64, error) { return limit + 1, nil },
+				FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go e.Run(ctx)
+			if !tc.waits {
+				select {
+				case <-werr:
+				case <-time.After(30 * time.Second):
+					t.Fatal("nothing killed: the enforcer waited for a process the guard did not signal")
+				}
+				return
+			}
+			select {
+			case err := <-werr:
+				t.Fatalf("killed (%v) while the guard's killed process was exiting", err)
+			case <-time.After(time.Second):
+			}
+			setState("Z")
+			gone := time.Now()
+			select {
+			case <-werr:
+				if waited := time.Since(gone); waited < guardHoldoff-time.Second {
+					t.Errorf("killed %v after the process exited; want guardHoldoff (%v) for its memory to come back", waited, guardHoldoff)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("nothing killed once the guard's killed process had exited")
+			}
+		})
 	}
 }
 
-// TestGuardFilesShareADirectory: the enforcer finds GuardGroupsFile beside GuardKill.
+// TestGuardFilesShareADirectory: the enforcer finds GuardKilledFile beside GuardKill.
 func TestGuardFilesShareADirectory(t *testing.T) {
-	for _, f := range []string{GuardCauseFile, GuardGroupsFile, GuardPressureFile} {
+	for _, f := range []string{GuardCauseFile, GuardKilledFile, GuardPressureFile} {
 		if filepath.Dir(f) != filepath.Dir(GuardKillFile) {
 			t.Errorf("%s is not beside %s", f, GuardKillFile)
 		}
@@ -432,42 +452,82 @@ func TestGuardFilesShareADirectory(t *testing.T) {
 }
 
 // TestEnforcerSparesWhenKillsCannotHelp: over the limit by more than all the processes it may
-// kill hold (memory a killed bomb held that the Sentry has not taken back yet), the enforcer
-// kills nothing; once a process holds more than the excess, it is killed.
+// kill hold, within memoryReturn of the guard's kill (memory the killed bomb held that the
+// Sentry has not taken back yet), the enforcer kills nothing; once a process holds more than
+// the excess, it is killed. Without a recent kill the same excess (memory no process maps:
+// SysV shared memory) does not stop it.
 func TestEnforcerSparesWhenKillsCannotHelp(t *testing.T) {
-	root := t.TempDir()
-	c := exec.Command("sleep", "60")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
+	for _, recent := range []bool{true, false} {
+		t.Run(map[bool]string{true: "after a kill", false: "no recent kill"}[recent], func(t *testing.T) {
+			root := t.TempDir()
+			c := exec.Command("sleep", "60")
+			if err := c.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Process.Kill() })
+			werr := make(chan error, 1)
+			go func() { werr <- c.Wait() }()
+			const limit = 256 << 20
+			pageSize := int64(os.Getpagesize())
+			// 5 MiB resident, 33 MiB over the limit.
+			fakeProc(t, root, c.Process.Pid, 5<<20/pageSize, 0, "sleep", 0)
+			guard := filepath.Join(t.TempDir(), filepath.Base(GuardKillFile))
+			at := time.Now().Add(-2 * guardHoldoff)
+			if !recent {
+				at = time.Now().Add(-2 * memoryReturn)
+			}
+			if err := os.WriteFile(guard, []byte(strconv.FormatInt(at.UnixNano(), 10)+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e := &Enforcer{
+				Limit: limit, Proc: root, GuardKill: guard,
+				Usage:        func() (int64, error) { return limit + 33<<20, nil },
+				FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go e.Run(ctx)
+			if !recent {
+				select {
+				case <-werr:
+				case <-time.After(30 * time.Second):
+					t.Fatal("nothing killed over the limit long after any kill")
+				}
+				return
+			}
+			select {
+			case err := <-werr:
+				t.Fatalf("killed (%v) a process holding 5 MiB for an excess of 33 MiB, right after a kill", err)
+			case <-time.After(time.Second):
+			}
+			// It grows past the excess: now it is the memory's holder.
+			statm := fmt.Sprintf("%d %d 10 1 0 5 0\n", 80<<20/pageSize, 40<<20/pageSize)
+			if err := os.WriteFile(filepath.Join(root, strconv.Itoa(c.Process.Pid), "statm"), []byte(statm), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-werr:
+			case <-time.After(30 * time.Second):
+				t.Fatal("nothing killed once the process held more than the excess")
+			}
+		})
 	}
-	t.Cleanup(func() { c.Process.Kill() })
-	werr := make(chan error, 1)
-	go func() { werr <- c.Wait() }()
-	const limit = 256 << 20
-	pageSize := int64(os.Getpagesize())
-	// 5 MiB resident, 33 MiB over the limit.
-	fakeProc(t, root, c.Process.Pid, 5<<20/pageSize, 0, "sleep", 0)
-	e := &Enforcer{
-		Limit: limit, Proc: root,
-		Usage:        func() (int64, error) { return limit + 33<<20, nil },
-		FastInterval: time.Millisecond, SlowInterval: time.Millisecond,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go e.Run(ctx)
-	select {
-	case err := <-werr:
-		t.Fatalf("killed (%v) a process holding 5 MiB for an excess of 33 MiB", err)
-	case <-time.After(time.Second):
-	}
-	// It grows past the excess: now it is the memory's holder.
-	statm := fmt.Sprintf("%d %d 10 1 0 5 0\n", 80<<20/pageSize, 40<<20/pageSize)
-	if err := os.WriteFile(filepath.Join(root, strconv.Itoa(c.Process.Pid), "statm"), []byte(statm), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-werr:
-	case <-time.After(30 * time.Second):
-		t.Fatal("nothing killed once the process held more than the excess")
+}
+
+// TestGuardKillAhead: a guard kill time far ahead of the enforcer's clock (a clock stepped
+// back) does not hold it off.
+func TestGuardKillAhead(t *testing.T) {
+	guard := filepath.Join(t.TempDir(), filepath.Base(GuardKillFile))
+	for _, tc := range []struct {
+		ahead time.Duration
+		holds bool
+	}{{time.Second, true}, {time.Hour, false}} {
+		if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(tc.ahead).UnixNano(), 10)+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e := &Enforcer{Limit: 1, GuardKill: guard, Proc: t.TempDir()}
+		if got := e.guardKilling(); got != tc.holds {
+			t.Errorf("kill %v ahead: guardKilling() = %v; want %v", tc.ahead, got, tc.holds)
+		}
 	}
 }

@@ -41,14 +41,14 @@ const exitSIGKILL = 128 + 9
 var counterFiles = []string{"memory.events", "memory/memory.oom_control"}
 
 // GuardKillFile is where hutchd's memory guard of a gVisor sandbox writes the time of its last
-// kill (Unix nanoseconds, "0" for none), before the kill; GuardGroupsFile the process groups
-// that kill took (decimal PGIDs separated by spaces), once they are signalled;
+// kill (Unix nanoseconds, "0" for none), before the kill; GuardKilledFile the processes that
+// kill signals (PID:PGID pairs separated by spaces);
 // GuardPressureFile says "1" while the sandbox's memory on the host is above its limit
 // (internal/runtime/runsc/guard).
 const (
 	GuardKillFile     = "/run/hutch-guard/last_kill"
 	GuardCauseFile    = "/run/hutch-guard/last_kill_cause"
-	GuardGroupsFile   = "/run/hutch-guard/last_kill_groups"
+	GuardKilledFile   = "/run/hutch-guard/last_kill_processes"
 	GuardPressureFile = "/run/hutch-guard/pressure"
 )
 

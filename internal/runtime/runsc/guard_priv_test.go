@@ -19,8 +19,8 @@ import (
 
 // TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
 // agent inside to stop it, has its process group killed by the memory guard from the host; the
-// sandbox (PID 1) keeps running, the kill's time is in GuardKillFile and its group in
-// GuardGroupsFile, and GuardPressureFile said
+// sandbox (PID 1) keeps running, the kill's time is in GuardKillFile and its processes in
+// KilledFile, and GuardPressureFile said
 // "1" while the host count was above the sandbox's limit. "adopted": the guard of
 // the runtime that started the sandbox is gone (its hutchd exited) and a new runtime took the
 // sandbox over (Adopt), as a restarted hutchd does.
@@ -90,12 +90,17 @@ print("survived")
 			if at, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64); code != 0 || err != nil || at < before || at > time.Now().UnixNano() {
 				t.Errorf("guard kill time: exit %d, %q; want the time of the kill", code, out)
 			}
-			// The killed group is named, for the agent's enforcer to wait for its processes.
-			code, out = e.exec(t, id, "cat", guard.GroupsFile)
+			// The killed processes are named, for the agent's enforcer to wait for them.
+			code, out = e.exec(t, id, "cat", guard.KilledFile)
 			if f := strings.Fields(out); code != 0 || len(f) == 0 {
-				t.Errorf("guard groups file: exit %d, %q; want the killed group's PGID", code, out)
-			} else if pgid, err := strconv.Atoi(f[0]); err != nil || pgid <= 1 {
-				t.Errorf("guard groups file: %q; want PGIDs", out)
+				t.Errorf("guard killed-processes file: exit %d, %q; want the killed process", code, out)
+			} else {
+				pid, pgid, _ := strings.Cut(f[0], ":")
+				if n, err := strconv.Atoi(pid); err != nil || n <= 1 {
+					t.Errorf("guard killed-processes file: %q; want PID:PGID pairs", out)
+				} else if m, err := strconv.Atoi(pgid); err != nil || m <= 1 {
+					t.Errorf("guard killed-processes file: %q; want PID:PGID pairs", out)
+				}
 			}
 		})
 	}

@@ -122,7 +122,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		if err := s.writeGuardFile(id, filepath.Base(CauseFile), g.cause); err != nil {
 			s.log.Warn("memory guard: cause file", "sandbox_id", id, "err", err)
 		}
-		s.writeKilledGroups(id, nil) // the last kill's groups are not this one's
+		s.writeKilled(id, nil, nil) // the last kill's processes are not this one's
 		if err := s.writeGuardFile(id, filepath.Base(KillFile), strconv.FormatInt(time.Now().UnixNano(), 10)); err != nil {
 			s.log.Warn("memory guard: kill file", "sandbox_id", id, "err", err)
 		}
@@ -148,7 +148,7 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		}
 	}
 	if len(killed) > 0 {
-		s.writeKilledGroups(id, killed)
+		s.writeKilled(id, ps, killed)
 	}
 	if paused {
 		if rerr := s.resumeUncancelled(ctx, id); rerr != nil {
@@ -168,12 +168,20 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 		if !lifted {
 			restore = s.liftCPUQuota(id)
 		}
-		var more []group
-		more, rounds, err = s.killAfterResume(ctx, id, ps, remaining(groups, signalled, ps), signalled, all)
-		killed = append(killed, more...)
-		if len(more) > 0 {
-			s.writeKilledGroups(id, killed)
+		// The groups it is about to kill, for the enforcer to wait for during a kill that may
+		// take seconds a group (killGroup's rounds); then the ones it killed.
+		rest := remaining(groups, signalled, ps)
+		if len(rest) > 0 {
+			next := rest
+			if !all {
+				next = rest[:1]
+			}
+			s.writeKilled(id, ps, append(slices.Clone(killed), next...))
 		}
+		var more []group
+		more, rounds, err = s.killAfterResume(ctx, id, ps, rest, signalled, all)
+		killed = append(killed, more...)
+		s.writeKilled(id, ps, killed)
 	case len(killed) == 0:
 		// Every group was found gone while paused (members exiting, zombies): nothing to
 		// kill after the resume either.
@@ -196,15 +204,23 @@ func (s *Supervisor) contain(ctx context.Context, id, usagePath string, g guardP
 	return true
 }
 
-// writeKilledGroups writes the PGIDs of groups to GroupsFile: the agent's enforcer kills
-// nothing while one of their processes has not exited (oom.Enforcer.GuardKill).
-func (s *Supervisor) writeKilledGroups(id string, groups []group) {
-	pgids := make([]string, len(groups))
-	for i, g := range groups {
-		pgids[i] = strconv.Itoa(g.pgid)
+// writeKilled writes to KilledFile the processes of ps in groups, as PID:PGID pairs: the
+// agent's enforcer kills nothing while one of them has not exited (oom.Enforcer.GuardKill).
+// Processes, not groups: a process that joins a killed group later (setpgid within its
+// session, while an unreaped zombie keeps the group) must not prolong the wait.
+func (s *Supervisor) writeKilled(id string, ps []Process, groups []group) {
+	in := map[int]bool{}
+	for _, g := range groups {
+		in[g.pgid] = true
 	}
-	if err := s.writeGuardFile(id, filepath.Base(GroupsFile), strings.Join(pgids, " ")); err != nil {
-		s.log.Warn("memory guard: groups file", "sandbox_id", id, "err", err)
+	var pairs []string
+	for _, p := range ps {
+		if in[p.PGID] {
+			pairs = append(pairs, strconv.Itoa(p.PID)+":"+strconv.Itoa(p.PGID))
+		}
+	}
+	if err := s.writeGuardFile(id, filepath.Base(KilledFile), strings.Join(pairs, " ")); err != nil {
+		s.log.Warn("memory guard: killed processes file", "sandbox_id", id, "err", err)
 	}
 }
 

@@ -94,15 +94,15 @@ func (s *Supervisor) Resume(ctx context.Context, id string) error {
 // Dir is where the memory guard's files are readable inside a gVisor sandbox;
 // internal/agent/oom reads them. KillFile holds the Unix time in nanoseconds of the guard's
 // last kill ("0": none), CauseFile that kill's cause (guardPass.cause: "memory",
-// "processes" or "starved"; written before KillFile), GroupsFile the PGIDs of the groups
-// that kill signalled (separated by spaces; emptied before KillFile is written, filled once
-// they are signalled), PressureFile "1" while the host memory use is above the sandbox's
-// limit, else "0".
+// "processes" or "starved"; written before KillFile), KilledFile the processes that kill
+// signals, as PID:PGID pairs separated by spaces (emptied before KillFile is written, filled
+// once they are signalled, or before a kill after the resume, which takes longer),
+// PressureFile "1" while the host memory use is above the sandbox's limit, else "0".
 const (
 	Dir          = "/run/hutch-guard"
 	KillFile     = Dir + "/last_kill"
 	CauseFile    = Dir + "/last_kill_cause"
-	GroupsFile   = Dir + "/last_kill_groups"
+	KilledFile   = Dir + "/last_kill_processes"
 	PressureFile = Dir + "/pressure"
 )
 
@@ -173,7 +173,7 @@ func (s *Supervisor) Init(id string, limit int64) error {
 	if err := os.MkdirAll(s.hostDir(id), 0o755); err != nil {
 		return err
 	}
-	for name, v := range map[string]string{filepath.Base(KillFile): "0", filepath.Base(CauseFile): "", filepath.Base(GroupsFile): "", filepath.Base(PressureFile): "0", guardLimitFile: strconv.FormatInt(limit, 10)} {
+	for name, v := range map[string]string{filepath.Base(KillFile): "0", filepath.Base(CauseFile): "", filepath.Base(KilledFile): "", filepath.Base(PressureFile): "0", guardLimitFile: strconv.FormatInt(limit, 10)} {
 		if err := s.writeGuardFile(id, name, v); err != nil {
 			return err
 		}
