@@ -98,9 +98,19 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		if resp.StatusCode >= 500 && !stream {
 			if st, down := s.mgr.Down(r.Context(), id); down {
-				// The agent answered while a stop or sleep shut it down.
-				writeError(w, r, wentDown(id, st, nil), op)
-				return
+				// The agent answered while a stop or sleep shut it down. Only a reply that says
+				// no more than that (INTERNAL_ERROR, its cancelled request) becomes the stop's
+				// answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays the caller's.
+				head, err := io.ReadAll(io.LimitReader(resp.Body, maxEnvelope+1))
+				var env errdefs.Envelope
+				if err == nil && len(head) <= maxEnvelope && (json.Unmarshal(head, &env) != nil || env.Code == errdefs.CodeInternal || env.Code == "") {
+					writeError(w, r, wentDown(id, st, nil), op)
+					return
+				}
+				resp.Body = struct {
+					io.Reader
+					io.Closer
+				}{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
 			}
 		}
 		for _, h := range []string{"Content-Type", "Content-Length", "Cache-Control", agentapi.HeaderBinary, "Content-Disposition"} {
@@ -150,11 +160,16 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 	}
 }
 
+// maxEnvelope is the most of an agent's 5xx reply the forwarder reads to tell its code: an
+// error envelope is far smaller.
+const maxEnvelope = 64 << 10
+
 // wentDown is the error of an operation that met a stop or sleep of its sandbox: UNAVAILABLE
-// (503), since sending it again starts or wakes the sandbox. cause (nil: the agent's own error
+// (503); the next request starts or wakes the sandbox, and whether to send this one again is
+// the caller's call (a command it cut short ran in part). cause (nil: the agent's own error
 // reply) is kept for errors.Is.
 func wentDown(id string, st sandbox.Status, cause error) error {
-	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; send it again to start it", id, st)
+	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; the next request starts it again", id, st)
 	if cause == nil {
 		return errdefs.New(errdefs.CodeUnavailable, msg).With("id", id).With("status", string(st))
 	}
