@@ -4,6 +4,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -234,8 +235,11 @@ type Config struct {
 // Duration is a time.Duration that reads "5s" in JSON.
 type Duration time.Duration
 
-// UnmarshalJSON reads a Go duration string.
+// UnmarshalJSON reads a Go duration string; null leaves the setting as it was (the default).
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		return nil
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return err
@@ -285,12 +289,23 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config file: %w", err)
 		}
-		if err := json.Unmarshal(b, &c); err != nil {
+		// A key the file misspells ("denyRange") is an error, not a setting silently left at
+		// its default.
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil {
 			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
 		}
-		if c.Upstreams == nil { // "upstreams": null, which means none, as elsewhere in the file
-			c.Upstreams = map[string]string{}
+		if dec.More() {
+			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "config file %s: more than one JSON value", *cfgFile)
 		}
+		// "upstreams": null means none, as elsewhere in the file; names are lowercased, as the
+		// flag's and the variable's are.
+		upstreams := make(map[string]string, len(c.Upstreams))
+		for name, addr := range c.Upstreams {
+			upstreams[strings.ToLower(name)] = addr
+		}
+		c.Upstreams = upstreams
 	}
 	for i, s := range settings {
 		apply := s.fromEnvAndFlag
@@ -345,6 +360,15 @@ func (c Config) Validate() error {
 	for _, port := range []int{c.DNSPort, c.HTTPPort, c.TLSPort} {
 		if port <= 0 || port > 65535 {
 			bad("egress port %d out of range", port)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    Duration
+	}{{"stop grace", c.StopGrace}, {"process retention", c.ProcessRetention}, {"backup GC interval", c.BackupGCInterval},
+		{"backup orphan age", c.BackupOrphanAge}, {"snapshot max frozen", c.SnapshotMaxFrozen}} {
+		if d.v < 0 {
+			bad("%s %v must not be negative", d.name, time.Duration(d.v))
 		}
 	}
 	for name, addr := range c.Upstreams {

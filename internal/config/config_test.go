@@ -95,6 +95,8 @@ func TestLoadRejects(t *testing.T) {
 		{"--max-conns", "-5"},
 		{"--max-conns-per-client", "-2"},
 		{"--no-such-flag"},
+		{"--stop-grace", "-5s"},
+		{"--process-retention", "-1h"},
 	} {
 		if _, err := Load(args, env(nil)); !errdefsInvalid(err) {
 			t.Errorf("Load(%v) = %v; want an invalid-argument error", args, err)
@@ -140,5 +142,39 @@ func TestLogBounds(t *testing.T) {
 	}
 	if cfg.LogFile != "/var/log/b.log" {
 		t.Errorf("LogFile = %q; the env twin must win over the file", cfg.LogFile)
+	}
+}
+
+// TestConfigFileForms: the file's keys are checked (a misspelt one is an error, not a setting
+// silently left at its default), null leaves a duration at its default, and upstream names are
+// lowercased as the flag's are.
+func TestConfigFileForms(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "hutchd.json")
+	for _, tc := range []struct {
+		name, file string
+		ok         bool
+		check      func(Config) bool
+	}{
+		{"misspelt key", `{"denyRange": ["10.0.0.0/8"]}`, false, nil},
+		{"two values", `{"listen": "127.0.0.1:1"} {"listen": "127.0.0.1:2"}`, false, nil},
+		{"negative duration", `{"stopGrace": "-5s"}`, false, nil},
+		{"null duration", `{"stopGrace": null}`, true, func(c Config) bool { return c.StopGrace == Defaults().StopGrace }},
+		{"upstream name case", `{"upstreams": {"Git.Internal": "127.0.0.1:80"}}`, true, func(c Config) bool { return c.Upstreams["git.internal"] == "127.0.0.1:80" && len(c.Upstreams) == 1 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(file, []byte(tc.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := Load([]string{"--config", file}, env(nil))
+			if !tc.ok {
+				if !errdefsInvalid(err) {
+					t.Fatalf("Load = %v; want an invalid-argument error", err)
+				}
+				return
+			}
+			if err != nil || !tc.check(c) {
+				t.Fatalf("Load = %+v, %v", c, err)
+			}
+		})
 	}
 }
