@@ -109,13 +109,57 @@ func Operations(doc *openapi3.T) []Operation {
 // CloseObjects makes every object schema of doc that lists its properties and says nothing of
 // others refuse them (additionalProperties: false), so that validating a response against doc
 // finds a field the document does not name: JSON Schema allows unnamed properties by default.
-// Schemas that are branches of an allOf stay open (each branch sees the others' properties),
-// and so do the schemas that declare additionalProperties themselves. It returns the number
-// of schemas it closed.
+// An allOf of object schemas (`allOf: [Success, {properties}]`) is first replaced by the one
+// object it means, the union of its branches' properties and required lists, since a closed
+// branch would refuse the other branches' properties; an allOf with a branch that is not a
+// plain object stays as it is, and its branches open. Schemas that declare
+// additionalProperties themselves stay as they are. It returns the number of schemas it closed.
 func CloseObjects(doc *openapi3.T) int {
+	mergeAllOf(doc)
+	return closeObjects(doc)
+}
+
+// mergeAllOf replaces, in place, every allOf of doc whose branches are plain object schemas
+// (no composition, no additionalProperties of their own) by their union.
+func mergeAllOf(doc *openapi3.T) {
+	done := map[*openapi3.Schema]bool{}
+	var merge func(s *openapi3.Schema) bool // reports whether s is now a plain object
+	plain := func(s *openapi3.Schema) bool {
+		return len(s.AllOf) == 0 && len(s.OneOf) == 0 && len(s.AnyOf) == 0 && s.Not == nil &&
+			s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil &&
+			(s.Type == nil || s.Type.Is("object"))
+	}
+	merge = func(s *openapi3.Schema) bool {
+		if done[s] {
+			return plain(s)
+		}
+		done[s] = true
+		if len(s.AllOf) == 0 || len(s.OneOf) > 0 || len(s.AnyOf) > 0 || s.Not != nil {
+			return plain(s)
+		}
+		for _, b := range s.AllOf {
+			if b == nil || b.Value == nil || !merge(b.Value) {
+				return false
+			}
+		}
+		props := openapi3.Schemas{}
+		maps.Copy(props, s.Properties)
+		required := slices.Clone(s.Required)
+		for _, b := range s.AllOf {
+			maps.Copy(props, b.Value.Properties)
+			required = append(required, b.Value.Required...)
+		}
+		slices.Sort(required)
+		s.Properties, s.Required, s.AllOf = props, slices.Compact(required), nil
+		s.Type = &openapi3.Types{openapi3.TypeObject}
+		return plain(s)
+	}
+	walkSchemas(doc, func(s *openapi3.Schema) { merge(s) })
+}
+
+// walkSchemas calls fn on every schema reachable from doc's components and responses, once.
+func walkSchemas(doc *openapi3.T, fn func(*openapi3.Schema)) {
 	seen := map[*openapi3.Schema]bool{}
-	inAllOf := map[*openapi3.Schema]bool{}
-	var all []*openapi3.Schema
 	var walk func(ref *openapi3.SchemaRef)
 	walk = func(ref *openapi3.SchemaRef) {
 		if ref == nil || ref.Value == nil || seen[ref.Value] {
@@ -123,24 +167,17 @@ func CloseObjects(doc *openapi3.T) int {
 		}
 		s := ref.Value
 		seen[s] = true
-		all = append(all, s)
+		fn(s)
 		for _, p := range s.Properties {
 			walk(p)
 		}
 		walk(s.Items)
 		walk(s.AdditionalProperties.Schema)
 		walk(s.Not)
-		for _, b := range s.AllOf {
-			if b != nil && b.Value != nil {
-				inAllOf[b.Value] = true
+		for _, list := range [][]*openapi3.SchemaRef{s.AllOf, s.OneOf, s.AnyOf} {
+			for _, b := range list {
+				walk(b)
 			}
-			walk(b)
-		}
-		for _, b := range s.OneOf {
-			walk(b)
-		}
-		for _, b := range s.AnyOf {
-			walk(b)
 		}
 	}
 	if doc.Components != nil {
@@ -166,6 +203,32 @@ func CloseObjects(doc *openapi3.T) int {
 			}
 		}
 	}
+}
+
+// closeObjects closes the object schemas of doc (see CloseObjects) after mergeAllOf.
+func closeObjects(doc *openapi3.T) int {
+	// The branches of an allOf left unmerged, and the branches of their compositions, stay
+	// open: each sees the properties of the allOf's other branches.
+	inAllOf := map[*openapi3.Schema]bool{}
+	var open func(ref *openapi3.SchemaRef)
+	open = func(ref *openapi3.SchemaRef) {
+		if ref == nil || ref.Value == nil || inAllOf[ref.Value] {
+			return
+		}
+		inAllOf[ref.Value] = true
+		for _, list := range [][]*openapi3.SchemaRef{ref.Value.AllOf, ref.Value.OneOf, ref.Value.AnyOf} {
+			for _, b := range list {
+				open(b)
+			}
+		}
+	}
+	var all []*openapi3.Schema
+	walkSchemas(doc, func(s *openapi3.Schema) {
+		all = append(all, s)
+		for _, b := range s.AllOf {
+			open(b)
+		}
+	})
 	closed := 0
 	no := false
 	for _, s := range all {

@@ -30,7 +30,8 @@ import (
 // `default`), its declared headers present and valid, its Content-Type one the status declares,
 // and then by kind:
 //   - JSON: the body against its schema (the error envelope on every non-2xx), with every
-//     object schema that lists its properties closed to others (openapitest.CloseObjects);
+//     object schema that lists its properties closed to others and each allOf of objects
+//     merged into one (openapitest.CloseObjects);
 //   - text/event-stream: each frame's data, as it is read, against the media type's
 //     x-sse-event schema (or its schema when it has none);
 //   - a 101 WebSocket upgrade: the status only (the connection is the terminal's, not ours);
