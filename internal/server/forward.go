@@ -120,7 +120,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		w.WriteHeader(resp.StatusCode)
 		if stream {
-			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, id)
+			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, id, eventMessageKey(rt))
 		} else {
 			err = copyResponse(w, resp.Body, false)
 		}
@@ -195,7 +195,7 @@ const maxHeldEvent = 1 << 20
 // cancelled by the shutdown) is replaced by a SANDBOX_NOT_FOUND one, and a stream cut short gets
 // one in place of its unfinished event, then ends cleanly: a destroy's answer is the same
 // whether it met the stream before, during or after the agent's end.
-func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id string) error {
+func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgKey string) error {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(src, 64<<10)
 	var ev bytes.Buffer
@@ -227,7 +227,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id strin
 			case end:
 				out := ev.Bytes()
 				if bytes.Contains(out, []byte(`"type":"error"`)) && gone() {
-					out, replaced = destroyedEvent(id), true
+					out, replaced = destroyedEvent(id, msgKey), true
 				}
 				if werr := write(out); werr != nil {
 					return werr
@@ -247,7 +247,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id strin
 		if gone() {
 			// An unfinished event is dropped: half an event would not parse.
 			if !passing && !replaced {
-				if werr := write(destroyedEvent(id)); werr != nil {
+				if werr := write(destroyedEvent(id, msgKey)); werr != nil {
 					return werr
 				}
 			}
@@ -262,11 +262,21 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id strin
 	}
 }
 
-// destroyedEvent is the SSE "error" event of an operation that met a destroy. It carries the
-// message as "error" (exec, process and file streams) and as "message" (watch).
-func destroyedEvent(id string) []byte {
+// eventMessageKey is the field of a stream's error event that holds its message: "message"
+// in watch's events (v1.WatchEvent), "error" in the exec, process and file streams'
+// (v1.StreamError).
+func eventMessageKey(rt agentapi.Route) string {
+	if rt.ID == "watch" {
+		return "message"
+	}
+	return "error"
+}
+
+// destroyedEvent is the SSE "error" event of an operation that met a destroy, with its message
+// under msgKey: each stream's error event names it as its schema does (eventMessageKey).
+func destroyedEvent(id, msgKey string) []byte {
 	msg := fmt.Sprintf("sandbox %q was destroyed", id)
-	b, _ := json.Marshal(map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound, "error": msg, "message": msg,
+	b, _ := json.Marshal(map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound, msgKey: msg,
 		"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
 	return append(append([]byte("data: "), b...), '\n', '\n')
 }

@@ -51,7 +51,7 @@ func TestCopyEvents(t *testing.T) {
 				src = &cutReader{src}
 			}
 			rec := httptest.NewRecorder()
-			err := copyEvents(rec, src, func() bool { return tc.gone }, "sb1")
+			err := copyEvents(rec, src, func() bool { return tc.gone }, "sb1", "error")
 			if failed := err != nil && !errors.Is(err, io.EOF); failed != tc.wantErr {
 				t.Fatalf("copyEvents = %v; want error %v", err, tc.wantErr)
 			}
@@ -72,6 +72,13 @@ func TestCopyEvents(t *testing.T) {
 				var ev struct{ Type, Code string }
 				if err := json.Unmarshal(frame, &ev); err != nil {
 					t.Fatalf("event %q: %v", frame, err)
+				}
+				// The destroy's event names its message as the stream's schema does, once.
+				var fields map[string]any
+				if err := json.Unmarshal(frame, &fields); err == nil && ev.Code == "SANDBOX_NOT_FOUND" {
+					if _, ok := fields["error"]; !ok || fields["message"] != nil {
+						t.Errorf("destroy event %s; want its message under \"error\" only", frame)
+					}
 				}
 				types = append(types, strings.TrimSpace(ev.Type+" "+ev.Code))
 			}
