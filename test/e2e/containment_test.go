@@ -322,6 +322,30 @@ func cgroupReport(id string) string {
 	if len(dirs) == 0 {
 		return "(no cgroup found)"
 	}
+	// What the agent's threads are doing (state, kernel wait channel, system call): its
+	// processes are the ones running its binary.
+	procs, _ := os.ReadFile(filepath.Join(dirs[0], "cgroup.procs"))
+	for _, pid := range strings.Fields(string(procs)) {
+		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) != "hutch-init" {
+			continue
+		}
+		args, _ := os.ReadFile("/proc/" + pid + "/cmdline")
+		fmt.Fprintf(&b, "agent process %s (%.40s):", pid, strings.ReplaceAll(string(args), "\x00", " "))
+		tasks, _ := os.ReadDir("/proc/" + pid + "/task")
+		for _, task := range tasks {
+			dir := "/proc/" + pid + "/task/" + task.Name()
+			st, _ := os.ReadFile(dir + "/stat")
+			state := "?"
+			if i := strings.LastIndexByte(string(st), ')'); i >= 0 && len(st) > i+2 {
+				state = string(st[i+2])
+			}
+			wchan, _ := os.ReadFile(dir + "/wchan")
+			sc, _ := os.ReadFile(dir + "/syscall")
+			nr, _, _ := strings.Cut(string(sc), " ")
+			fmt.Fprintf(&b, " %s/%s/%s", state, wchan, strings.TrimSpace(nr))
+		}
+		b.WriteString("\n")
+	}
 	return b.String()
 }
 
