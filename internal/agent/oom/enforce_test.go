@@ -320,13 +320,7 @@ func TestVictimGroupFirst(t *testing.T) {
 // older.
 func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 	root := t.TempDir()
-	c := exec.Command("sleep", "60")
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Process.Kill() })
-	werr := make(chan error, 1)
-	go func() { werr <- c.Wait() }()
+	c, werr := startVictim(t)
 	const limit = 100 << 20
 	fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
 	guard := filepath.Join(t.TempDir(), "last_kill")
@@ -380,13 +374,7 @@ func TestEnforcerWaitsForGuardKilled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
-			c := exec.Command("sleep", "60")
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Process.Kill() })
-			werr := make(chan error, 1)
-			go func() { werr <- c.Wait() }()
+			c, werr := startVictim(t)
 			const limit = 100 << 20
 			fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
 			// Process 4001, still exiting (state R, its memory already gone from its statm).
@@ -460,13 +448,7 @@ func TestEnforcerSparesWhenKillsCannotHelp(t *testing.T) {
 	for _, recent := range []bool{true, false} {
 		t.Run(map[bool]string{true: "after a kill", false: "no recent kill"}[recent], func(t *testing.T) {
 			root := t.TempDir()
-			c := exec.Command("sleep", "60")
-			if err := c.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Process.Kill() })
-			werr := make(chan error, 1)
-			go func() { werr <- c.Wait() }()
+			c, werr := startVictim(t)
 			const limit = 256 << 20
 			pageSize := int64(os.Getpagesize())
 			// 5 MiB resident, 33 MiB over the limit.
@@ -530,4 +512,17 @@ func TestGuardKillAhead(t *testing.T) {
 			t.Errorf("kill %v ahead: guardKilling() = %v; want %v", tc.ahead, got, tc.holds)
 		}
 	}
+}
+
+// startVictim starts a process for an enforcer to kill; its Wait's result arrives on werr.
+func startVictim(t *testing.T) (c *exec.Cmd, werr <-chan error) {
+	t.Helper()
+	c = exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill() })
+	ch := make(chan error, 1)
+	go func() { ch <- c.Wait() }()
+	return c, ch
 }
