@@ -170,20 +170,22 @@ const maxEnvelope = 64 << 10
 // reply) is kept for errors.Is.
 func wentDown(id string, st sandbox.Status, cause error) error {
 	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; the next request starts it again", id, st)
+	return cutShort(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
+}
+
+// cutShort is the error of code and msg of an operation cut short, wrapping cause unless it
+// is nil (the agent's own error reply).
+func cutShort(code errdefs.Code, cause error, msg string) *errdefs.Error {
 	if cause == nil {
-		return errdefs.New(errdefs.CodeUnavailable, msg).With("id", id).With("status", string(st))
+		return errdefs.New(code, msg)
 	}
-	return errdefs.Wrap(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
+	return errdefs.Wrap(code, cause, msg)
 }
 
 // destroyed is the error of an operation that met a destroy of its sandbox: SANDBOX_NOT_FOUND,
 // like any operation after it. cause (nil: the agent's own error reply) is kept for errors.Is.
 func destroyed(id string, cause error) error {
-	msg := fmt.Sprintf("sandbox %q was destroyed", id)
-	if cause == nil {
-		return errdefs.New(errdefs.CodeSandboxNotFound, msg).With("id", id)
-	}
-	return errdefs.Wrap(errdefs.CodeSandboxNotFound, cause, msg).With("id", id)
+	return cutShort(errdefs.CodeSandboxNotFound, cause, fmt.Sprintf("sandbox %q was destroyed", id)).With("id", id)
 }
 
 // maxHeldEvent bounds the bytes of one SSE event copyEvents holds before passing it on as is

@@ -84,9 +84,10 @@ type Enforcer struct {
 	// Run's goroutine only:
 	lastWarn   time.Time // of the last warning
 	pressureFD *os.File  // Pressure, open
-	// killedOf is the guard kill (its time in GuardKill) whose killed processes were last seen
-	// not yet exited, at killedSeen; lastKill is the time of the enforcer's own last kill.
-	killedOf, killedSeen, lastKill time.Time
+	// guardAt is the guard's last kill time as guardKilling last read it; killedOf the guard
+	// kill whose killed processes were last seen not yet exited, at killedSeen; lastKill the
+	// time of the enforcer's own last kill.
+	guardAt, killedOf, killedSeen, lastKill time.Time
 }
 
 // Kills returns how many processes the enforcer has killed; a nil Enforcer has killed none.
@@ -309,6 +310,7 @@ func (e *Enforcer) guardKilling() bool {
 	if !ok {
 		return false
 	}
+	e.guardAt = at
 	since := time.Since(at)
 	if since < guardHoldoff {
 		return true
@@ -320,13 +322,11 @@ func (e *Enforcer) guardKilling() bool {
 	return e.killedOf.Equal(at) && time.Since(e.killedSeen) < guardHoldoff
 }
 
-// recentKill reports whether the guard or the enforcer killed, or a process the guard killed
-// was seen exiting, less than memoryReturn ago: the usage may still count their memory.
+// recentKill reports whether the guard (its kill time as guardKilling last read it) or the
+// enforcer killed, or a process the guard killed was seen exiting, less than memoryReturn ago:
+// the usage may still count their memory.
 func (e *Enforcer) recentKill() bool {
-	if at, ok := e.guardKill(); ok && time.Since(at) < memoryReturn {
-		return true
-	}
-	return time.Since(e.killedSeen) < memoryReturn || time.Since(e.lastKill) < memoryReturn
+	return time.Since(e.guardAt) < memoryReturn || time.Since(e.killedSeen) < memoryReturn || time.Since(e.lastKill) < memoryReturn
 }
 
 // killedExiting reports whether a process named in GuardKilledFile (beside GuardKill, as
@@ -398,10 +398,11 @@ func (e *Enforcer) victim() (_ candidate, held int64, _ bool) {
 			continue
 		}
 		dir := filepath.Join(e.proc(), ent.Name())
-		ppid, pgid, ok := procStat(filepath.Join(dir, "stat"))
+		st, ok := readStat(filepath.Join(dir, "stat"))
 		if !ok {
 			continue
 		}
+		ppid, pgid := st.ppid, st.pgid
 		if e.Self != "" && e.Server != 0 && ppid == e.Server {
 			// The shims are non-dumpable (hutch-init's nondumpable), so their exe link is
 			// refused to the agent, which lacks CAP_SYS_PTRACE: a refused link of a child of
@@ -439,21 +440,15 @@ func (e *Enforcer) victim() (_ candidate, held int64, _ bool) {
 	return best, held, found
 }
 
-// procStat reads the parent's PID and the process group from a /proc/PID/stat ("pid (comm)
-// state ppid pgrp …"; comm may hold spaces and parentheses, so the fields after the last ")"
-// are counted).
-func procStat(path string) (ppid, pgid int, ok bool) {
-	st, ok := readStat(path)
-	return st.ppid, st.pgid, ok
-}
-
 // stat is what the enforcer reads of a /proc/PID/stat.
 type stat struct {
 	state      byte // R, S, D, Z, ...
 	ppid, pgid int
 }
 
-// readStat reads the state, the parent's PID and the process group from a /proc/PID/stat.
+// readStat reads the state, the parent's PID and the process group from a /proc/PID/stat
+// ("pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses, so the fields after
+// the last ")" are counted).
 func readStat(path string) (stat, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {

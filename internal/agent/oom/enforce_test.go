@@ -324,12 +324,7 @@ func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 	const limit = 100 << 20
 	fakeProc(t, root, c.Process.Pid, limit/int64(os.Getpagesize())/2, 0, "innocent", 0)
 	guard := filepath.Join(t.TempDir(), "last_kill")
-	writeKill := func(at time.Time) {
-		if err := os.WriteFile(guard, []byte(strconv.FormatInt(at.UnixNano(), 10)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeKill(time.Now())
+	writeKillTime(t, guard, time.Now())
 	e := &Enforcer{
 		Limit: limit, Proc: root, GuardKill: guard,
 		Usage:        func() (int64, error) { return limit + 1, nil },
@@ -343,7 +338,7 @@ func TestEnforcerHoldsOffAfterGuardKill(t *testing.T) {
 		t.Fatalf("killed (%v) right after the guard's kill", err)
 	case <-time.After(500 * time.Millisecond):
 	}
-	writeKill(time.Now().Add(-2 * guardHoldoff))
+	writeKillTime(t, guard, time.Now().Add(-2*guardHoldoff))
 	select {
 	case <-werr:
 	case <-time.After(30 * time.Second):
@@ -389,9 +384,7 @@ func TestEnforcerWaitsForGuardKilled(t *testing.T) {
 			setState("R")
 			dir := t.TempDir()
 			guard := filepath.Join(dir, filepath.Base(GuardKillFile))
-			if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(-2*guardHoldoff).UnixNano(), 10)+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeKillTime(t, guard, time.Now().Add(-2*guardHoldoff))
 			if err := os.WriteFile(filepath.Join(dir, filepath.Base(GuardKilledFile)), []byte(tc.killed+"\n"), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -458,9 +451,7 @@ func TestEnforcerSparesWhenKillsCannotHelp(t *testing.T) {
 			if !recent {
 				at = time.Now().Add(-2 * memoryReturn)
 			}
-			if err := os.WriteFile(guard, []byte(strconv.FormatInt(at.UnixNano(), 10)+"\n"), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			writeKillTime(t, guard, at)
 			e := &Enforcer{
 				Limit: limit, Proc: root, GuardKill: guard,
 				Usage:        func() (int64, error) { return limit + 33<<20, nil },
@@ -504,9 +495,7 @@ func TestGuardKillAhead(t *testing.T) {
 		ahead time.Duration
 		holds bool
 	}{{time.Second, true}, {time.Hour, false}} {
-		if err := os.WriteFile(guard, []byte(strconv.FormatInt(time.Now().Add(tc.ahead).UnixNano(), 10)+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeKillTime(t, guard, time.Now().Add(tc.ahead))
 		e := &Enforcer{Limit: 1, GuardKill: guard, Proc: t.TempDir()}
 		if got := e.guardKilling(); got != tc.holds {
 			t.Errorf("kill %v ahead: guardKilling() = %v; want %v", tc.ahead, got, tc.holds)
@@ -525,4 +514,12 @@ func startVictim(t *testing.T) (c *exec.Cmd, werr <-chan error) {
 	ch := make(chan error, 1)
 	go func() { ch <- c.Wait() }()
 	return c, ch
+}
+
+// writeKillTime writes at as the guard's last kill time to path, as the guard does.
+func writeKillTime(t *testing.T, path string, at time.Time) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(strconv.FormatInt(at.UnixNano(), 10)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
