@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,6 +81,11 @@ func Shim(argv []string, extraFDs int) int {
 	// cgroup keeps it from others; without CAP_SYS_NICE a command cannot raise it back), so a
 	// fork bomb cannot starve the agent that must kill it; and a higher OOM score, so the
 	// kernel picks a command, not the agent, when memory runs out. Both are inherited.
+	// Linux keeps the nice value per thread and a fork copies the forking thread's, so the
+	// goroutine stays on the thread it demoted until ForkExec: unlocked, the runtime moved it
+	// to another thread, at nice 0, about once in 170 starts on a loaded host, and that
+	// command's whole tree could then starve the agent.
+	runtime.LockOSThread()
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, CommandNice)
 	_ = os.WriteFile("/proc/self/oom_score_adj", []byte(CommandOOMScoreAdj), 0)
 	files := []uintptr{0, 1, 2}
