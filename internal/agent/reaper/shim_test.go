@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -22,22 +23,19 @@ func TestShimDemotesEveryCommand(t *testing.T) {
 	defer cancel()
 	// Busy goroutines keep the CPUs loaded, so the runtime moves goroutines between threads
 	// as it does in a loaded sandbox.
-	var stop sync.WaitGroup
-	done := make(chan struct{})
+	var (
+		spinning sync.WaitGroup
+		stop     atomic.Bool
+	)
 	for range 2 * runtime.NumCPU() {
-		stop.Add(1)
+		spinning.Add(1)
 		go func() {
-			defer stop.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
+			defer spinning.Done()
+			for n := 0; !stop.Load(); n++ {
 			}
 		}()
 	}
-	defer func() { close(done); stop.Wait() }()
+	defer func() { stop.Store(true); spinning.Wait() }()
 
 	const starts, parallel = 1500, 20
 	var (
