@@ -1,10 +1,11 @@
-// Package testutil holds what tests share: the gate for tests that need root, and polling for
-// a condition with a deadline.
+// Package testutil holds what tests share: the gate for tests that need root, polling for a
+// condition with a deadline, and a fake clock.
 package testutil
 
 import (
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -68,6 +69,31 @@ func Poll(t testing.TB, interval, timeout time.Duration, cond func() bool) bool 
 		}
 		time.Sleep(interval)
 	}
+}
+
+// Clock is a fake clock for code that takes a `Now func() time.Time` (a Config field, say):
+// its time moves only when Advance is called, so a test of an expiry or a refill steps over
+// the wait instead of sleeping through it. It is safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock that reads start.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }
 
 // RunWithEmptyHome runs m with HOME set to a new empty directory and returns its exit code,

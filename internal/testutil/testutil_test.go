@@ -55,3 +55,21 @@ func TestPoll(t *testing.T) {
 		t.Errorf("Poll of a true condition: n = %d", n)
 	}
 }
+
+func TestClock(t *testing.T) {
+	start := time.Unix(1_000_000, 0)
+	c := NewClock(start)
+	for _, step := range []struct {
+		advance time.Duration
+		want    time.Time
+	}{
+		{0, start},
+		{1500 * time.Millisecond, start.Add(1500 * time.Millisecond)},
+		{time.Hour, start.Add(time.Hour + 1500*time.Millisecond)},
+	} {
+		c.Advance(step.advance)
+		if got := c.Now(); !got.Equal(step.want) {
+			t.Errorf("after Advance(%v): Now = %v; want %v", step.advance, got, step.want)
+		}
+	}
+}
