@@ -83,6 +83,9 @@ type Config struct {
 	// agent (except with gitignore, which needs git inside the sandbox): hutchd's own CPUs
 	// archive the tree, not the sandbox's CPU quota. Nil: the agent archives.
 	HostArchive DirOpener
+	// Now is the clock of backups' createdAt and expiresAt and of GC's archive ages; nil:
+	// time.Now. Temp files and cached trees age by the wall clock whatever it is.
+	Now func() time.Time
 }
 
 // Service creates, restores, lists, deletes and garbage-collects backups. It is safe for
@@ -112,6 +115,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.OrphanAge <= 0 {
 		cfg.OrphanAge = DefaultOrphanAge
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	log := cfg.Logger
 	if log == nil {

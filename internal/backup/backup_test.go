@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/blob"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // agents serves real agents (in this process, on unix sockets) as "sandboxes".
@@ -220,7 +221,8 @@ func TestCreateRestoreDelete(t *testing.T) {
 
 func TestValidation(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, Config{})
+	clock := testutil.NewClock(time.Now())
+	f := newFixture(t, Config{Now: clock.Now})
 	dir := tmpDir(t)
 	for _, c := range []struct {
 		name string
@@ -276,7 +278,7 @@ func TestValidation(t *testing.T) {
 	if _, _, err := f.svc.Restore(ctx, "a", b.ID, "/etc", ""); errdefs.CodeOf(err) != errdefs.CodeInvalidBackupConfig {
 		t.Errorf("restore into /etc: %v", err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	clock.Advance(1500 * time.Millisecond)
 	if _, _, err := f.svc.Restore(ctx, "a", b.ID, "", ""); errdefs.CodeOf(err) != errdefs.CodeBackupExpired {
 		t.Errorf("expired: %v; want BACKUP_EXPIRED", err)
 	}
@@ -291,7 +293,8 @@ func TestValidation(t *testing.T) {
 
 func TestGCOrphansAndStaleRows(t *testing.T) {
 	ctx := context.Background()
-	f := newFixture(t, Config{OrphanAge: 200 * time.Millisecond})
+	clock := testutil.NewClock(time.Now())
+	f := newFixture(t, Config{OrphanAge: time.Hour, Now: clock.Now})
 	orphan := newID()
 	if _, err := f.blobs.Put(ctx, archiveKey(orphan), strings.NewReader("half"), 4); err != nil {
 		t.Fatal(err)
@@ -309,7 +312,7 @@ func TestGCOrphansAndStaleRows(t *testing.T) {
 	if st, err := f.svc.GC(ctx); err != nil || st.Orphans != 0 || st.Stale != 1 {
 		t.Errorf("first GC (orphan too young) = %+v, %v", st, err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	clock.Advance(2 * time.Hour)
 	if st, err := f.svc.GC(ctx); err != nil || st.Orphans != 1 {
 		t.Errorf("second GC = %+v, %v", st, err)
 	}

@@ -90,7 +90,7 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 		defer a.Body.Close()
 		src, finish, warnings = a.Body, a.Complete, a.Warnings
 	}
-	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: time.Now().UTC(), Warnings: warnings}
+	b := Backup{ID: id, SandboxID: sandboxID, Dir: dir, Name: req.Name, CreatedAt: s.cfg.Now().UTC(), Warnings: warnings}
 	b.ExpiresAt = b.CreatedAt.Add(ttl)
 
 	// source → zstd → pipe → blob store.

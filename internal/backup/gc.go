@@ -26,7 +26,7 @@ type GCStats struct {
 // returns the errors joined.
 func (s *Service) GC(ctx context.Context) (GCStats, error) {
 	var st GCStats
-	now := time.Now()
+	now := s.cfg.Now()
 	infos, err := s.cfg.Blobs.List(ctx, "backups/")
 	if err != nil {
 		return st, err

@@ -73,7 +73,7 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 			return Backup{}, "", err
 		}
 	}
-	if time.Now().After(b.ExpiresAt) {
+	if s.cfg.Now().After(b.ExpiresAt) {
 		return Backup{}, "", errdefs.Newf(errdefs.CodeBackupExpired, "backup %s expired at %s", b.ID, b.ExpiresAt.Format(time.RFC3339)).
 			With("id", b.ID).With("expiresAt", b.ExpiresAt)
 	}
