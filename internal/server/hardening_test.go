@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/store"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // hardenedServer is portsServer with the *Server at hand, for options set before serving.
@@ -96,8 +97,10 @@ func TestRateLimit(t *testing.T) {
 	release := make(chan struct{})
 	var streamed sync.WaitGroup
 	streamed.Add(1)
+	clock := testutil.NewClock(time.Now())
 	srv := hardenedServer(t, func(d *Deps) {
 		d.RateLimit = &RateLimit{5, 10}
+		d.Now = clock.Now
 		// A stream standing in for SSE and terminals (the console route needs no manager).
 		d.Console = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, "first")
@@ -131,8 +134,8 @@ func TestRateLimit(t *testing.T) {
 			last = r
 		}
 	}
-	if limited < 15 || last == nil {
-		t.Fatalf("%d of 30 requests limited; want at least 15 (burst 10, 5/s)", limited)
+	if limited != 20 || last == nil {
+		t.Fatalf("%d of 30 requests limited; want 20 (burst 10, and the clock stands still)", limited)
 	}
 	if ra := last.Header.Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After = %q; want 1", ra)
@@ -161,7 +164,7 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("stream after the limit: %q", line)
 	}
 	// Tokens come back (5 per second).
-	time.Sleep(1200 * time.Millisecond)
+	clock.Advance(1200 * time.Millisecond)
 	if st, _ := call(t, srv, "GET", "/v1/sandboxes/sb1/ports", ""); st != http.StatusOK {
 		t.Errorf("after a pause: %d", st)
 	}

@@ -45,7 +45,7 @@ func (s *Server) allow(w http.ResponseWriter, r *http.Request, l *ratelimit.Buck
 		return true
 	}
 	client := clientIP(r)
-	ok, wait := l.Take(client, time.Now())
+	ok, wait := l.Take(client, s.now())
 	if ok {
 		return true
 	}

@@ -83,9 +83,10 @@ type Server struct {
 	limiter  *ratelimit.Buckets // per-client rate of authenticated requests (ratelimit.go); nil: off
 	// unauthLimiter is the per-client rate of requests without a valid token; nil: off.
 	unauthLimiter *ratelimit.Buckets
-	audit         *slog.Logger // lifecycle decisions (audit.go); nil: not recorded
-	maxUpload     int64        // bytes; the body bound of uploadPattern (Deps.MaxUpload)
-	patterns      []string     // every registered route pattern, in order (handle)
+	audit         *slog.Logger     // lifecycle decisions (audit.go); nil: not recorded
+	maxUpload     int64            // bytes; the body bound of uploadPattern (Deps.MaxUpload)
+	now           func() time.Time // the rate limits' clock (Deps.Now)
+	patterns      []string         // every registered route pattern, in order (handle)
 }
 
 // Deps are what the Server serves. A nil optional service turns its routes into 501
@@ -125,6 +126,8 @@ type Deps struct {
 	// MaxUpload is the largest body of the streamed file upload (PUT …/files), in bytes; <= 0:
 	// DefaultMaxUpload.
 	MaxUpload int64
+	// Now is the rate limits' clock; nil: time.Now.
+	Now func() time.Time
 }
 
 // RateLimit is a token bucket's rate (requests per second) and burst.
@@ -136,7 +139,7 @@ type RateLimit struct {
 // New returns a Server over d.
 func New(log *slog.Logger, d Deps) *Server {
 	s := &Server{log: log, tokenSum: sha256.Sum256([]byte(d.Token)), mgr: d.Manager, images: d.Images, ports: d.Ports, version: d.Version, mux: http.NewServeMux(),
-		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst), maxUpload: DefaultMaxUpload,
+		closing: make(chan struct{}), limiter: newRateLimiter(DefaultRate, DefaultBurst), maxUpload: DefaultMaxUpload, now: time.Now,
 		unauthLimiter: newRateLimiter(DefaultUnauthRate, DefaultUnauthBurst),
 		backups:       d.Backups, snapshots: d.Snapshots, secrets: d.Secrets, egressCA: d.EgressCA, egress: d.EgressPolicies, audit: d.AuditLog}
 	if d.TokenSum != ([sha256.Size]byte{}) {
@@ -144,6 +147,9 @@ func New(log *slog.Logger, d Deps) *Server {
 	}
 	if d.MaxUpload > 0 {
 		s.maxUpload = d.MaxUpload
+	}
+	if d.Now != nil {
+		s.now = d.Now
 	}
 	if l := d.UnauthenticatedRateLimit; l != nil {
 		s.unauthLimiter = nil
