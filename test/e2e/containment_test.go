@@ -31,10 +31,20 @@ type containmentAttack struct {
 	// attack: a known gap (docs/SECURITY.md), logged instead of failed. hutchd, the neighbour
 	// and the agent after the attack are still required to answer.
 	runcAgentStall string
+	// hostWide marks an attack that loads the whole host, not only its sandbox's share: it
+	// runs while no other runtime's attack does.
+	hostWide bool
 	// before prepares (optional); check judges the attack's result (err is the Exec error).
-	before func(t *testing.T, a *client.Sandbox)
-	check  func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error)
+	before func(t *testing.T, a *client.Sandbox, run *attackRun)
+	check  func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error)
 	after  func(t *testing.T, a *client.Sandbox)
+}
+
+// attackRun is what one run of an attack keeps from before the attack for its check: the
+// runtimes' halves of TestContainment run side by side, so nothing of it may be shared.
+type attackRun struct {
+	auditFrom int   // the number of audit records before the attack
+	hostFree  int64 // the host's free bytes before the attack, when its before measured them
 }
 
 var containmentAttacks = []containmentAttack{
@@ -50,7 +60,7 @@ while True:
 '`,
 		timeout:        15 * time.Second,
 		runcAgentStall: "512 processes spinning on fork's EAGAIN at nice 19 can keep the agent from answering for minutes",
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			// The bomb runs until its timeout, unless gVisor's memory guard (runsc/guard.go)
 			// kills its process group first, for its memory, its processes or the starved agent.
 			killed := guardKilled(res, err)
@@ -76,7 +86,7 @@ while True:
 		name:    "shell fork bomb",
 		cmd:     `bash -c ':(){ :|:& };:; sleep 600' shellbomb`,
 		timeout: 15 * time.Second,
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !guardKilled(res, err) {
 				t.Errorf("shell fork bomb: %+v, %v; want COMMAND_TIMEOUT or exit 137 with the guard's reason", res, err)
 			}
@@ -98,10 +108,7 @@ while True:
 		gvisorCmd:     busyLoops(45),
 		timeout:       25 * time.Second,
 		gvisorTimeout: 150 * time.Second,
-		before: func(t *testing.T, a *client.Sandbox) {
-			auditBefore = len(auditLog(t, d.StateDir))
-		},
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			starved := err == nil && res.ExitCode == 137 && res.Reason == "cpu-starved"
 			if !errdefs.IsCode(err, errdefs.CodeCommandTimeout) && !starved {
 				t.Errorf("busy processes: %+v, %v; want COMMAND_TIMEOUT or exit 137 cpu-starved", res, err)
@@ -109,7 +116,7 @@ while True:
 			t.Logf("busy processes ended: %+v, %v", res, err)
 			assertNoProcessEventually(t, a, "busyloop")
 			if starved {
-				rec := findAudit(auditLog(t, d.StateDir), auditBefore, "sandbox.memory_guard_kill", a.ID(), "hutchd")
+				rec := findAudit(auditLog(t, d.StateDir), run.auditFrom, "sandbox.memory_guard_kill", a.ID(), "hutchd")
 				if rec == nil || rec["cause"] != "starved" {
 					t.Errorf("busy processes: guard kill record %v; want one of cause starved", rec)
 				}
@@ -121,7 +128,7 @@ while True:
 		name:    "allocate past the memory limit",
 		cmd:     `python3 -c 'b = bytearray(600 * 2**20); print(len(b))'`,
 		timeout: 2 * time.Minute,
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,14 +166,14 @@ while True:
 		// Most of the free space at once (no data written), then writes until ENOSPC.
 		cmd:     `fallocate -l $(( $(df --output=avail -B1 /workspace | tail -1) - 32*1024*1024 )) /workspace/fill && dd if=/dev/zero of=/workspace/fill2 bs=1M 2>&1 | head -1; df -h /workspace | tail -1`,
 		timeout: 3 * time.Minute,
-		before: func(t *testing.T, a *client.Sandbox) {
+		before: func(t *testing.T, a *client.Sandbox, run *attackRun) {
 			var st unix.Statfs_t
 			if err := unix.Statfs("/", &st); err != nil {
 				t.Fatal(err)
 			}
-			hostFreeBefore = int64(st.Bavail) * st.Bsize
+			run.hostFree = int64(st.Bavail) * st.Bsize
 		},
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -180,7 +187,7 @@ while True:
 			// The data volume's space was reserved up front: filling it takes nothing from the
 			// host's disk. Other work on the host may write meanwhile; 1 GiB is far less than
 			// what the sandbox wrote.
-			if drop := hostFreeBefore - int64(st.Bavail)*st.Bsize; drop > 1<<30 {
+			if drop := run.hostFree - int64(st.Bavail)*st.Bsize; drop > 1<<30 {
 				t.Errorf("the host's free space dropped by %d MiB while the sandbox filled its disk", drop>>20)
 			}
 		},
@@ -198,7 +205,7 @@ while True:
 		// output; the lite case runs on runc.
 		gvisorInstanceType: "basic",
 		gvisorTimeout:      10 * time.Minute,
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +227,7 @@ except OSError as e:
     print("STOPPED", len(fds), e.errno)
 '`,
 		timeout: 2 * time.Minute,
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -235,9 +242,10 @@ except OSError as e:
 		// it from taking every CPU from the others.
 		name:         "spin every CPU",
 		instanceType: "standard-4",
+		hostWide:     true,
 		cmd:          `for i in $(seq 16); do timeout 20 sh -c 'while :; do :; done' & done; wait; echo spun`,
 		timeout:      2 * time.Minute,
-		check: func(t *testing.T, a *client.Sandbox, res *client.ExecResult, err error) {
+		check: func(t *testing.T, a *client.Sandbox, run *attackRun, res *client.ExecResult, err error) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -377,13 +385,6 @@ func escalatedGuardKill(t *testing.T, skip int, id string) map[string]any {
 	return nil
 }
 
-// hostFreeBefore is the host's free space before the disk fill attack; auditBefore the number
-// of audit records before the busy processes.
-var (
-	hostFreeBefore int64
-	auditBefore    int
-)
-
 // TestContainment runs each resource attack in one sandbox and asserts that it is contained
 // and that, while it runs, hutchd, the attacked sandbox's agent and a second sandbox answer.
 // The only time bounds are generous hang detectors.
@@ -402,15 +403,27 @@ func TestContainment(t *testing.T) {
 		}
 		t.Logf("sandboxes running at the start: %d %v", len(running), running)
 	}
+	// The runtimes' halves run side by side: every attack but a host-wide one is held to its
+	// sandbox's CPU quota, memory limit and disk, so the other half's attack is no more load
+	// than a neighbour's. A host-wide attack takes hostWide for writing and runs alone.
+	var hostWide sync.RWMutex
 	for _, rt := range testRuntimes() {
 		t.Run(rt, func(t *testing.T) {
 			requireRuntime(t, rt)
+			t.Parallel()
 			a := sandbox(t, "e2e-contain-a-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
 			b := sandbox(t, "e2e-contain-b-"+rt, withRuntime(&client.SandboxOptions{InstanceType: "lite"}, rt))
 			mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")
 			boot := bootTime(t, a)
 			for _, at := range containmentAttacks {
 				t.Run(at.name, func(t *testing.T) {
+					if at.hostWide {
+						hostWide.Lock()
+						defer hostWide.Unlock()
+					} else {
+						hostWide.RLock()
+						defer hostWide.RUnlock()
+					}
 					a := a
 					instanceType := at.instanceType
 					if rt == "gvisor" && at.gvisorInstanceType != "" {
@@ -422,14 +435,14 @@ func TestContainment(t *testing.T) {
 						mustExec(t, a, "nohup sleep 100000 >/dev/null 2>&1 &")
 						boot = bootTime(t, a)
 					}
-					auditFrom := len(auditLog(t, d.StateDir))
+					run := &attackRun{auditFrom: len(auditLog(t, d.StateDir))}
 					defer func() {
 						if t.Failed() {
 							t.Logf("hutchd's memory guard lines:\n%s", guardLines(d.LogPath, 60))
 						}
 					}()
 					if at.before != nil {
-						at.before(t, a)
+						at.before(t, a, run)
 					}
 					var (
 						res  *client.ExecResult
@@ -461,7 +474,7 @@ func TestContainment(t *testing.T) {
 					if at.after != nil {
 						defer at.after(t, a)
 					}
-					at.check(t, a, res, err)
+					at.check(t, a, run, res, err)
 					if answered == 0 {
 						t.Error("no probe round ran during the attack")
 					}
@@ -478,7 +491,7 @@ func TestContainment(t *testing.T) {
 						// one's escalate, and the idle marker goes with it. Only that kill may
 						// take it.
 						// Either way the marker starts again, so that the next attack is judged alone.
-						if rec := escalatedGuardKill(t, auditFrom, a.ID()); rec == nil {
+						if rec := escalatedGuardKill(t, run.auditFrom, a.ID()); rec == nil {
 							t.Errorf("the attacked sandbox lost its processes:\n%s\nits agent's kills:\n%s", ps, agentKillLines(a.ID()))
 						} else {
 							t.Logf("the guard's escalated kill took the idle marker too: %v", rec)
