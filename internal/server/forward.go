@@ -120,7 +120,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		w.WriteHeader(resp.StatusCode)
 		if stream {
-			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, id, eventMessageKey(rt))
+			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, func() []byte { return destroyedEvent(rt, id) })
 		} else {
 			err = copyResponse(w, resp.Body, false)
 		}
@@ -194,10 +194,10 @@ const maxHeldEvent = 1 << 20
 
 // copyEvents copies an SSE reply event by event, flushing whenever nothing more is buffered.
 // When gone says the sandbox is being destroyed, an "error" event of the agent (its context
-// cancelled by the shutdown) is replaced by a SANDBOX_NOT_FOUND one, and a stream cut short gets
-// one in place of its unfinished event, then ends cleanly: a destroy's answer is the same
-// whether it met the stream before, during or after the agent's end.
-func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgKey string) error {
+// cancelled by the shutdown) is replaced by the SANDBOX_NOT_FOUND event destroyedEv returns, and
+// a stream cut short gets one in place of its unfinished event, then ends cleanly: a destroy's
+// answer is the same whether it met the stream before, during or after the agent's end.
+func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, destroyedEv func() []byte) error {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(src, 64<<10)
 	var ev bytes.Buffer
@@ -229,7 +229,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 			case end:
 				out := ev.Bytes()
 				if bytes.Contains(out, []byte(`"type":"error"`)) && gone() {
-					out, replaced = destroyedEvent(id, msgKey), true
+					out, replaced = destroyedEv(), true
 				}
 				if werr := write(out); werr != nil {
 					return werr
@@ -249,7 +249,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 		if gone() {
 			// An unfinished event is dropped: half an event would not parse.
 			if !passing && !replaced {
-				if werr := write(destroyedEvent(id, msgKey)); werr != nil {
+				if werr := write(destroyedEv()); werr != nil {
 					return werr
 				}
 			}
@@ -264,22 +264,24 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 	}
 }
 
-// eventMessageKey is the field of a stream's error event that holds its message: "message"
-// in watch's events (v1.WatchEvent), "error" in the exec, process and file streams'
-// (v1.StreamError).
-func eventMessageKey(rt agentapi.Route) string {
-	if rt.ID == "watch" {
-		return "message"
-	}
-	return "error"
-}
-
-// destroyedEvent is the SSE "error" event of an operation that met a destroy, with its message
-// under msgKey: each stream's error event names it as its schema does (eventMessageKey).
-func destroyedEvent(id, msgKey string) []byte {
+// destroyedEvent is the SSE "error" event, SANDBOX_NOT_FOUND, of a stream of route rt that met
+// a destroy of sandbox id, shaped as that stream's error events are: a code run's as a
+// v1.CodeEvent (name "SandboxDestroyed", the message as value, an empty traceback: the shape
+// the agent gives a run that could not run), watch's with the message under "message"
+// (v1.WatchEvent), the exec, process and file streams' under "error" (v1.StreamError).
+func destroyedEvent(rt agentapi.Route, id string) []byte {
 	msg := fmt.Sprintf("sandbox %q was destroyed", id)
-	b, _ := json.Marshal(map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound, msgKey: msg,
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	ev := map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	switch rt.ID {
+	case "runCode", "runCodeOnce": // code events carry no timestamp
+		ev["name"], ev["value"], ev["traceback"] = "SandboxDestroyed", msg, []string{}
+	case "watch":
+		ev["message"], ev["timestamp"] = msg, now
+	default:
+		ev["error"], ev["timestamp"] = msg, now
+	}
+	b, _ := json.Marshal(ev) // a map of strings marshals without fail
 	return append(append([]byte("data: "), b...), '\n', '\n')
 }
 
