@@ -99,11 +99,11 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		if resp.StatusCode >= 500 && !stream {
 			if st, down := s.mgr.Down(r.Context(), id); down {
 				// The agent answered while a stop or sleep shut it down. Only a reply that says
-				// no more than that (INTERNAL_ERROR, its cancelled request) becomes the stop's
-				// answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays the caller's.
-				head, err := io.ReadAll(io.LimitReader(resp.Body, maxEnvelope+1))
-				var env errdefs.Envelope
-				if err == nil && len(head) <= maxEnvelope && (json.Unmarshal(head, &env) != nil || env.Code == errdefs.CodeInternal || env.Code == "") {
+				// no more than that (INTERNAL_ERROR, its cancelled request, a reply cut short)
+				// becomes the stop's answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays
+				// the caller's.
+				head, down := stopsReply(resp.Body)
+				if down {
 					writeError(w, r, wentDown(id, st, nil), op)
 					return
 				}
@@ -163,6 +163,68 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 // maxEnvelope is the most of an agent's 5xx reply the forwarder reads to tell its code: an
 // error envelope is far smaller.
 const maxEnvelope = 64 << 10
+
+// stopsReply reads the start (at most maxEnvelope+1 bytes) of body, a 5xx reply the agent gave
+// while a stop or sleep took its sandbox down, and reports whether that reply is the stop's
+// doing: its read failed (the connection was cut), or it names no code other than
+// INTERNAL_ERROR (not an envelope; the agent's cancelled request). A reply longer than
+// maxEnvelope is judged by the code its start names (the agent writes code first). It returns
+// the bytes read, which a reply passed on must begin with.
+func stopsReply(body io.Reader) ([]byte, bool) {
+	head, err := io.ReadAll(io.LimitReader(body, maxEnvelope+1))
+	if err != nil {
+		return head, true
+	}
+	var code errdefs.Code
+	if len(head) > maxEnvelope {
+		code = leadingCode(head)
+	} else {
+		var env struct {
+			Code errdefs.Code `json:"code"`
+		}
+		if json.Unmarshal(head, &env) == nil {
+			code = env.Code
+		}
+	}
+	return head, code == "" || code == errdefs.CodeInternal
+}
+
+// leadingCode is the "code" member of the JSON object that prefix begins, "" when the prefix
+// ends (or stops being JSON) before it.
+func leadingCode(prefix []byte) errdefs.Code {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "code" {
+			v, _ := dec.Token()
+			c, _ := v.(string)
+			return errdefs.Code(c)
+		}
+		// Skip the member's value, token by token (Decode would need all of it).
+		for depth := 0; ; {
+			t, err := dec.Token()
+			if err != nil {
+				return ""
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	return ""
+}
 
 // wentDown is the error of an operation that met a stop or sleep of its sandbox: UNAVAILABLE
 // (503); the next request starts or wakes the sandbox, and whether to send this one again is
