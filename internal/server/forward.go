@@ -58,7 +58,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		// (taken before Ensure: a sleep that has not begun cannot begin now).
 		release := s.mgr.Hold(id)
 		defer release()
-		resp, err := s.roundTrip(r, rt, id, body, length)
+		resp, sent, err := s.roundTrip(r, rt, id, body, length)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if upload != nil && errors.As(upload.err, &mbe) {
@@ -70,10 +70,16 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 				return
 			}
 			// An agent that cannot be reached, or failed, while a stop or sleep took its sandbox
-			// down: that is the stop's doing. A coded error (a start that failed) stays.
+			// down: that is the stop's doing. A coded error (a start that failed) stays. An
+			// uncoded failure to start a sandbox that was down already is answered the same
+			// way, saying so: the request was never sent.
 			if c := errdefs.CodeOf(err); c == errdefs.CodeAgentUnavailable || c == errdefs.CodeInternal {
 				if st, down := s.mgr.Down(r.Context(), id); down {
-					writeError(w, r, wentDown(id, st, err), op)
+					if sent {
+						writeError(w, r, wentDown(id, st, err), op)
+					} else {
+						writeError(w, r, notStarted(id, st, err), op)
+					}
 					return
 				}
 			}
@@ -133,16 +139,17 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 	}
 }
 
-// roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed. If
-// the agent cannot even be dialled (the container died: its agent crashed or sandbox code
-// killed it), the sandbox is rechecked and, when it is gone, started again and the request
-// sent once more; nothing was delivered the first time, so this cannot run a command twice. A
-// raw body cannot be sent again, so it gets no second attempt.
-func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, error) {
+// roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed,
+// and reports whether it sent the request (false: the sandbox could not be made running for
+// it, and the error is Ensure's). If the agent cannot even be dialled (the container died: its
+// agent crashed or sandbox code killed it), the sandbox is rechecked and, when it is gone,
+// started again and the request sent once more; nothing was delivered the first time, so this
+// cannot run a command twice. A raw body cannot be sent again, so it gets no second attempt.
+func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, bool, error) {
 	for attempt := 0; ; attempt++ {
 		agent, err := s.mgr.Ensure(r.Context(), id)
 		if err != nil {
-			return nil, err
+			return nil, attempt > 0, err
 		}
 		if attempt > 0 {
 			if br, ok := body.(*bytes.Reader); ok {
@@ -151,10 +158,10 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 		}
 		resp, err := agent.Forward(r, rt, body, length)
 		if err == nil || attempt > 0 || rt.Body == v1.BodyRaw || !agentclient.IsDialError(err) {
-			return resp, err
+			return resp, true, err
 		}
 		if !s.mgr.Recheck(r.Context(), id) {
-			return nil, err
+			return nil, true, err
 		}
 		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
@@ -232,6 +239,15 @@ func leadingCode(prefix []byte) errdefs.Code {
 // reply) is kept for errors.Is.
 func wentDown(id string, st sandbox.Status, cause error) error {
 	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; the next request starts it again", id, st)
+	return cutShort(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
+}
+
+// notStarted is the error of an operation whose sandbox was stopped, stopping or sleeping (st)
+// and could not be started for it, for a reason without a code of its own (its record could
+// not be written): UNAVAILABLE (503), as wentDown; nothing ran, and the next request tries
+// the start again. cause is kept for errors.Is.
+func notStarted(id string, st sandbox.Status, cause error) error {
+	msg := fmt.Sprintf("sandbox %q is %s and could not be started for the request; the next request tries again", id, st)
 	return cutShort(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
 }
 
