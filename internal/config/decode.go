@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,9 @@ func decodeValue(path string, raw json.RawMessage, v reflect.Value) error {
 		}
 		return nil
 	}
+	if _, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		return decodeScalar(path, raw, v) // a string, as encoding/json reads it
+	}
 	switch v.Kind() {
 	case reflect.Struct:
 		members, err := objectMembers(path, raw)
@@ -105,10 +109,19 @@ func decodeValue(path string, raw json.RawMessage, v reflect.Value) error {
 		v.Set(out)
 		return nil
 	}
+	return decodeScalar(path, raw, v)
+}
+
+// decodeScalar decodes raw onto v with encoding/json, path naming it in errors.
+func decodeScalar(path string, raw json.RawMessage, v reflect.Value) error {
 	if err := json.Unmarshal(raw, v.Addr().Interface()); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return fmt.Errorf("%s: want %s, got %s", pathOrTop(path), kindName(v.Kind()), clipBytes(raw, 40))
+			want := kindName(v.Kind())
+			if _, text := v.Addr().Interface().(encoding.TextUnmarshaler); text {
+				want = "a string"
+			}
+			return fmt.Errorf("%s: want %s, got %s", pathOrTop(path), want, clipBytes(raw, 40))
 		}
 		return fmt.Errorf("%s: %w", pathOrTop(path), err)
 	}

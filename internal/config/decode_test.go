@@ -1,8 +1,10 @@
 package config
 
 import (
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -115,5 +117,19 @@ func TestUpstreamNames(t *testing.T) {
 		if err != nil || c.Upstreams[strings.ToLower(name)] != "127.0.0.1:80" {
 			t.Errorf("upstream %q: %v, %v", name, c.Upstreams, err)
 		}
+	}
+}
+
+// TestDecodeTextValue: a struct type read from a JSON string (encoding.TextUnmarshaler, as
+// netip.Prefix) is decoded as encoding/json does, not walked as an object.
+func TestDecodeTextValue(t *testing.T) {
+	var v struct {
+		P netip.Prefix `json:"p"`
+	}
+	if err := decodeValue("", []byte(`{"p": "10.0.0.0/8"}`), reflect.ValueOf(&v).Elem()); err != nil || v.P.String() != "10.0.0.0/8" {
+		t.Fatalf("decode: %v, %v", v.P, err)
+	}
+	if err := decodeValue("", []byte(`{"p": 5}`), reflect.ValueOf(&v).Elem()); err == nil || !strings.Contains(err.Error(), "p: want a string, got 5") {
+		t.Fatalf("decode 5: %v; want an error naming p", err)
 	}
 }
