@@ -149,7 +149,12 @@ func (s *Sandbox) RunCode(ctx context.Context, code string, opts *RunCodeOptions
 	return &out, nil
 }
 
-type codeEventWire = v1.CodeEvent
+// codeEventWire is a code run's event as sent. Error is the message of a destroy's event as
+// hutchd sent it before that event took the CodeEvent shape (value).
+type codeEventWire struct {
+	v1.CodeEvent
+	Error string `json:"error"`
+}
 
 // RunCodeStream runs code and streams its events as they happen (SSE). Each range over the
 // iterator runs the code once. The sequence is stdout/stderr/result events, then exactly one
@@ -194,7 +199,14 @@ func (s *Sandbox) RunCodeStream(ctx context.Context, code string, opts *RunCodeO
 				ev.Result, ev.ExecutionCount = &res, res.ExecutionCount
 			case CodeEventError:
 				if w.Code != "" {
-					fail(errdefs.New(w.Code, w.Value))
+					msg := w.Value
+					if msg == "" {
+						msg = w.Error
+					}
+					if msg == "" && w.Name != "" {
+						msg = "code run failed: " + w.Name
+					}
+					fail(errdefs.New(w.Code, msg))
 					return
 				}
 				ev.Error = &CodeError{Name: w.Name, Value: w.Value, Traceback: w.Traceback}

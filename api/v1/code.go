@@ -114,7 +114,8 @@ const (
 // CodeEvent is one SSE frame of a streamed run: "stdout"/"stderr" (Text), "result" (the
 // CodeResult fields), then exactly one of "execution_complete" (ExecutionCount) or "error":
 // the code's exception (Name, Value, Traceback), or a failure of the call (Code, the errdefs
-// code, and Value).
+// code, and Value its message): CONTEXT_NOT_FOUND (Name "ContextNotFound"), or
+// SANDBOX_NOT_FOUND (Name "SandboxDestroyed") when a destroy of the sandbox cut the run.
 type CodeEvent struct {
 	CodeResult
 	Type      string       `json:"type"`

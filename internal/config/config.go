@@ -10,11 +10,14 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -252,12 +255,16 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// localCAs matches the host's locally added CA certificates, ExtraCACerts' default (a
+// variable for tests).
+var localCAs = "/usr/local/share/ca-certificates/*.crt"
+
 // Defaults returns the built-in configuration: each setting's default (settings), and the
 // defaults that depend on the host: hutch-init and the web console next to hutchd, and the
 // host's locally added CAs.
 func Defaults() Config {
 	exe, _ := os.Executable()
-	cas, _ := filepath.Glob("/usr/local/share/ca-certificates/*.crt")
+	cas, _ := filepath.Glob(localCAs)
 	sort.Strings(cas)
 	var c Config
 	for _, s := range settings {
@@ -289,21 +296,16 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config file: %w", err)
 		}
-		// A key the file misspells ("denyRange") is an error, not a setting silently left at
-		// its default.
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil {
+		// A key the file misspells ("denyRange", "StateDir") is an error, not a setting
+		// silently left at its default.
+		if err := decodeFile(b, &c); err != nil {
 			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
 		}
-		if dec.More() {
-			return Config{}, errdefs.Newf(errdefs.CodeInvalidArgument, "config file %s: more than one JSON value", *cfgFile)
-		}
-		// "upstreams": null means none, as elsewhere in the file; names are lowercased, as the
-		// flag's and the variable's are.
-		upstreams := make(map[string]string, len(c.Upstreams))
-		for name, addr := range c.Upstreams {
-			upstreams[strings.ToLower(name)] = addr
+		// Upstream names are lowercased, as the flag's and the variable's are; two that
+		// differ only in case would leave one of them to chance.
+		upstreams, err := lowerUpstreams(c.Upstreams)
+		if err != nil {
+			return Config{}, errdefs.Wrap(errdefs.CodeInvalidArgument, err, "config file "+*cfgFile)
 		}
 		c.Upstreams = upstreams
 	}
@@ -371,8 +373,11 @@ func (c Config) Validate() error {
 			bad("%s %v must not be negative", d.name, time.Duration(d.v))
 		}
 	}
-	for name, addr := range c.Upstreams {
-		if _, err := netip.ParseAddrPort(addr); err != nil || name == "" {
+	for _, name := range slices.Sorted(maps.Keys(c.Upstreams)) {
+		addr := c.Upstreams[name]
+		if err := checkUpstreamName(name); err != nil {
+			bad("upstream %q=%q: %v", name, addr, err)
+		} else if _, err := netip.ParseAddrPort(addr); err != nil {
 			bad("upstream %q=%q: want name=ip:port", name, addr)
 		}
 	}
@@ -505,4 +510,61 @@ func defaultConsoleDir(exe string) string {
 		return d
 	}
 	return ""
+}
+
+// lowerUpstreams is the config file's upstreams with their names lowercased. Two names that
+// differ only in case are an error naming both (in sorted order, every such pair).
+func lowerUpstreams(in map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(in))
+	given := map[string][]string{}
+	for name, addr := range in {
+		low := strings.ToLower(name)
+		out[low] = addr
+		given[low] = append(given[low], name)
+	}
+	var errs []error
+	for _, low := range slices.Sorted(maps.Keys(given)) {
+		if names := given[low]; len(names) > 1 {
+			slices.Sort(names)
+			errs = append(errs, fmt.Errorf("upstreams %s name the same host %q (names are case-insensitive)", quoteAll(names), low))
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// quoteAll is names quoted, joined by ", " and a final " and ".
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// checkUpstreamName checks an upstream's name (lowercased): a DNS host name of at most 253
+// characters, labels of 1 to 63 characters separated by dots, each of a-z, 0-9, "-" and "_",
+// neither starting nor ending with "-"; no trailing dot, and not an IP address (sandboxes
+// reach upstreams by name).
+func checkUpstreamName(name string) error {
+	const want = "want a host name: dot-separated labels of a-z, 0-9, - and _"
+	if name == "" || len(name) > 253 {
+		return fmt.Errorf("name of %d characters: %s, at most 253 characters", len(name), want)
+	}
+	if _, err := netip.ParseAddr(name); err == nil {
+		return fmt.Errorf("name is an IP address: %s", want)
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("label %q: %s, each 1-63 characters, not starting or ending with -", label, want)
+		}
+		for _, r := range label {
+			if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '-' && r != '_' {
+				return fmt.Errorf("character %q: %s", r, want)
+			}
+		}
+	}
+	return nil
 }

@@ -219,8 +219,8 @@ func TestDefaultsUnchanged(t *testing.T) {
 	}
 }
 
-// TestNullLists: null for a list setting in the config file means an empty list, to which the
-// flags and variables still add.
+// TestNullLists: null for a list setting in the config file leaves it at its default (empty
+// for these), to which the flags and variables still add.
 func TestNullLists(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "hutchd.json")
 	if err := os.WriteFile(file, []byte(`{"upstreams": null, "denyRanges": null, "egressRootCAs": null}`), 0o600); err != nil {

@@ -113,6 +113,10 @@ func (d *Daemon) Start(ctx context.Context) error {
 		"--listen", d.Listen,
 		"--agent-binary", filepath.Join(d.Bins, "hutch-init"),
 	}, d.Args...)
+	if err := CloseInheritedOnExec(); err != nil {
+		f.Close()
+		return err
+	}
 	cmd := exec.Command(filepath.Join(d.Bins, "hutchd"), args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -157,6 +161,39 @@ func (d *Daemon) Start(ctx context.Context) error {
 		return err
 	}
 	d.Token = strings.TrimSpace(string(tok))
+	return nil
+}
+
+// CloseInheritedOnExec marks every file descriptor of this process above standard error
+// close-on-exec, so that no child it starts from then on gets one. Go opens its own files so;
+// the others were inherited, such as the lock of `flock LOCKFILE go test …`, which a hutchd
+// left running (its own process group outlives a killed test) would otherwise hold, keeping
+// the next run waiting on the lock. Files handed to a child on purpose (exec.Cmd.ExtraFiles)
+// are unaffected.
+func CloseInheritedOnExec() error {
+	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil || (!errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL)) {
+		return err
+	}
+	return markEachOnExec() // kernels before 5.11
+}
+
+// markEachOnExec is CloseInheritedOnExec one descriptor at a time.
+func markEachOnExec() error {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range fds {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err != nil || fd < 3 {
+			continue
+		}
+		// The descriptor ReadDir used is closed by now: EBADF is expected for it.
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("mark fd %d close-on-exec: %w", fd, err)
+		}
+	}
 	return nil
 }
 

@@ -58,7 +58,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		// (taken before Ensure: a sleep that has not begun cannot begin now).
 		release := s.mgr.Hold(id)
 		defer release()
-		resp, err := s.roundTrip(r, rt, id, body, length)
+		resp, sent, err := s.roundTrip(r, rt, id, body, length)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if upload != nil && errors.As(upload.err, &mbe) {
@@ -70,10 +70,16 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 				return
 			}
 			// An agent that cannot be reached, or failed, while a stop or sleep took its sandbox
-			// down: that is the stop's doing. A coded error (a start that failed) stays.
+			// down: that is the stop's doing. A coded error (a start that failed) stays. An
+			// uncoded failure to start a sandbox that was down already is answered the same
+			// way, saying so: the request was never sent.
 			if c := errdefs.CodeOf(err); c == errdefs.CodeAgentUnavailable || c == errdefs.CodeInternal {
 				if st, down := s.mgr.Down(r.Context(), id); down {
-					writeError(w, r, wentDown(id, st, err), op)
+					if sent {
+						writeError(w, r, wentDown(id, st, err), op)
+					} else {
+						writeError(w, r, notStarted(id, st, err), op)
+					}
 					return
 				}
 			}
@@ -99,11 +105,11 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		if resp.StatusCode >= 500 && !stream {
 			if st, down := s.mgr.Down(r.Context(), id); down {
 				// The agent answered while a stop or sleep shut it down. Only a reply that says
-				// no more than that (INTERNAL_ERROR, its cancelled request) becomes the stop's
-				// answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays the caller's.
-				head, err := io.ReadAll(io.LimitReader(resp.Body, maxEnvelope+1))
-				var env errdefs.Envelope
-				if err == nil && len(head) <= maxEnvelope && (json.Unmarshal(head, &env) != nil || env.Code == errdefs.CodeInternal || env.Code == "") {
+				// no more than that (INTERNAL_ERROR, its cancelled request, a reply cut short)
+				// becomes the stop's answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays
+				// the caller's.
+				head, down := stopsReply(resp.Body)
+				if down {
 					writeError(w, r, wentDown(id, st, nil), op)
 					return
 				}
@@ -120,7 +126,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		w.WriteHeader(resp.StatusCode)
 		if stream {
-			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, id, eventMessageKey(rt))
+			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, func() []byte { return destroyedEvent(rt, id) })
 		} else {
 			err = copyResponse(w, resp.Body, false)
 		}
@@ -133,16 +139,17 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 	}
 }
 
-// roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed. If
-// the agent cannot even be dialled (the container died: its agent crashed or sandbox code
-// killed it), the sandbox is rechecked and, when it is gone, started again and the request
-// sent once more; nothing was delivered the first time, so this cannot run a command twice. A
-// raw body cannot be sent again, so it gets no second attempt.
-func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, error) {
+// roundTrip sends one request to the sandbox's agent, starting the sandbox first if needed,
+// and reports whether it sent the request (false: the sandbox could not be made running for
+// it, and the error is Ensure's). If the agent cannot even be dialled (the container died: its
+// agent crashed or sandbox code killed it), the sandbox is rechecked and, when it is gone,
+// started again and the request sent once more; nothing was delivered the first time, so this
+// cannot run a command twice. A raw body cannot be sent again, so it gets no second attempt.
+func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, bool, error) {
 	for attempt := 0; ; attempt++ {
 		agent, err := s.mgr.Ensure(r.Context(), id)
 		if err != nil {
-			return nil, err
+			return nil, attempt > 0, err
 		}
 		if attempt > 0 {
 			if br, ok := body.(*bytes.Reader); ok {
@@ -151,10 +158,10 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 		}
 		resp, err := agent.Forward(r, rt, body, length)
 		if err == nil || attempt > 0 || rt.Body == v1.BodyRaw || !agentclient.IsDialError(err) {
-			return resp, err
+			return resp, true, err
 		}
 		if !s.mgr.Recheck(r.Context(), id) {
-			return nil, err
+			return nil, true, err
 		}
 		s.log.WarnContext(r.Context(), "sandbox agent was gone; restarted the sandbox", "sandbox_id", id)
 	}
@@ -164,12 +171,83 @@ func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body i
 // error envelope is far smaller.
 const maxEnvelope = 64 << 10
 
+// stopsReply reads the start (at most maxEnvelope+1 bytes) of body, a 5xx reply the agent gave
+// while a stop or sleep took its sandbox down, and reports whether that reply is the stop's
+// doing: its read failed (the connection was cut), or it names no code other than
+// INTERNAL_ERROR (not an envelope; the agent's cancelled request). A reply longer than
+// maxEnvelope is judged by the code its start names (the agent writes code first). It returns
+// the bytes read, which a reply passed on must begin with.
+func stopsReply(body io.Reader) ([]byte, bool) {
+	head, err := io.ReadAll(io.LimitReader(body, maxEnvelope+1))
+	if err != nil {
+		return head, true
+	}
+	var code errdefs.Code
+	if len(head) > maxEnvelope {
+		code = leadingCode(head)
+	} else {
+		var env struct {
+			Code errdefs.Code `json:"code"`
+		}
+		if json.Unmarshal(head, &env) == nil {
+			code = env.Code
+		}
+	}
+	return head, code == "" || code == errdefs.CodeInternal
+}
+
+// leadingCode is the "code" member of the JSON object that prefix begins, "" when the prefix
+// ends (or stops being JSON) before it.
+func leadingCode(prefix []byte) errdefs.Code {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "code" {
+			v, _ := dec.Token()
+			c, _ := v.(string)
+			return errdefs.Code(c)
+		}
+		// Skip the member's value, token by token (Decode would need all of it).
+		for depth := 0; ; {
+			t, err := dec.Token()
+			if err != nil {
+				return ""
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
+	return ""
+}
+
 // wentDown is the error of an operation that met a stop or sleep of its sandbox: UNAVAILABLE
 // (503); the next request starts or wakes the sandbox, and whether to send this one again is
 // the caller's call (a command it cut short ran in part). cause (nil: the agent's own error
 // reply) is kept for errors.Is.
 func wentDown(id string, st sandbox.Status, cause error) error {
 	msg := fmt.Sprintf("sandbox %q went down (%s) while the request ran; the next request starts it again", id, st)
+	return cutShort(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
+}
+
+// notStarted is the error of an operation whose sandbox was stopped, stopping or sleeping (st)
+// and could not be started for it, for a reason without a code of its own (its record could
+// not be written): UNAVAILABLE (503), as wentDown; nothing ran, and the next request tries
+// the start again. cause is kept for errors.Is.
+func notStarted(id string, st sandbox.Status, cause error) error {
+	msg := fmt.Sprintf("sandbox %q is %s and could not be started for the request; the next request tries again", id, st)
 	return cutShort(errdefs.CodeUnavailable, cause, msg).With("id", id).With("status", string(st))
 }
 
@@ -194,10 +272,10 @@ const maxHeldEvent = 1 << 20
 
 // copyEvents copies an SSE reply event by event, flushing whenever nothing more is buffered.
 // When gone says the sandbox is being destroyed, an "error" event of the agent (its context
-// cancelled by the shutdown) is replaced by a SANDBOX_NOT_FOUND one, and a stream cut short gets
-// one in place of its unfinished event, then ends cleanly: a destroy's answer is the same
-// whether it met the stream before, during or after the agent's end.
-func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgKey string) error {
+// cancelled by the shutdown) is replaced by the SANDBOX_NOT_FOUND event destroyedEv returns, and
+// a stream cut short gets one in place of its unfinished event, then ends cleanly: a destroy's
+// answer is the same whether it met the stream before, during or after the agent's end.
+func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, destroyedEv func() []byte) error {
 	rc := http.NewResponseController(w)
 	br := bufio.NewReaderSize(src, 64<<10)
 	var ev bytes.Buffer
@@ -229,7 +307,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 			case end:
 				out := ev.Bytes()
 				if bytes.Contains(out, []byte(`"type":"error"`)) && gone() {
-					out, replaced = destroyedEvent(id, msgKey), true
+					out, replaced = destroyedEv(), true
 				}
 				if werr := write(out); werr != nil {
 					return werr
@@ -249,7 +327,7 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 		if gone() {
 			// An unfinished event is dropped: half an event would not parse.
 			if !passing && !replaced {
-				if werr := write(destroyedEvent(id, msgKey)); werr != nil {
+				if werr := write(destroyedEv()); werr != nil {
 					return werr
 				}
 			}
@@ -264,22 +342,24 @@ func copyEvents(w http.ResponseWriter, src io.Reader, gone func() bool, id, msgK
 	}
 }
 
-// eventMessageKey is the field of a stream's error event that holds its message: "message"
-// in watch's events (v1.WatchEvent), "error" in the exec, process and file streams'
-// (v1.StreamError).
-func eventMessageKey(rt agentapi.Route) string {
-	if rt.ID == "watch" {
-		return "message"
-	}
-	return "error"
-}
-
-// destroyedEvent is the SSE "error" event of an operation that met a destroy, with its message
-// under msgKey: each stream's error event names it as its schema does (eventMessageKey).
-func destroyedEvent(id, msgKey string) []byte {
+// destroyedEvent is the SSE "error" event, SANDBOX_NOT_FOUND, of a stream of route rt that met
+// a destroy of sandbox id, shaped as that stream's error events are: a code run's as a
+// v1.CodeEvent (name "SandboxDestroyed", the message as value, an empty traceback: the shape
+// the agent gives a run that could not run), watch's with the message under "message"
+// (v1.WatchEvent), the exec, process and file streams' under "error" (v1.StreamError).
+func destroyedEvent(rt agentapi.Route, id string) []byte {
 	msg := fmt.Sprintf("sandbox %q was destroyed", id)
-	b, _ := json.Marshal(map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound, msgKey: msg,
-		"timestamp": time.Now().UTC().Format(time.RFC3339Nano)})
+	ev := map[string]any{"type": "error", "code": errdefs.CodeSandboxNotFound}
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	switch rt.ID {
+	case "runCode", "runCodeOnce": // code events carry no timestamp
+		ev["name"], ev["value"], ev["traceback"] = "SandboxDestroyed", msg, []string{}
+	case "watch":
+		ev["message"], ev["timestamp"] = msg, now
+	default:
+		ev["error"], ev["timestamp"] = msg, now
+	}
+	b, _ := json.Marshal(ev) // a map of strings marshals without fail
 	return append(append([]byte("data: "), b...), '\n', '\n')
 }
 

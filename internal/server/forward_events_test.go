@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hutchdev/hutch/api/v1/sse"
+	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
 // cutReader returns its text, then a broken connection's error.
@@ -51,7 +52,8 @@ func TestCopyEvents(t *testing.T) {
 				src = &cutReader{src}
 			}
 			rec := httptest.NewRecorder()
-			err := copyEvents(rec, src, func() bool { return tc.gone }, "sb1", "error")
+			destroyedEv := func() []byte { return destroyedEvent(agentapi.Public("executeStream"), "sb1") }
+			err := copyEvents(rec, src, func() bool { return tc.gone }, destroyedEv)
 			if failed := err != nil && !errors.Is(err, io.EOF); failed != tc.wantErr {
 				t.Fatalf("copyEvents = %v; want error %v", err, tc.wantErr)
 			}
