@@ -3,6 +3,7 @@ package blob
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // versitygwVersion is the S3-compatible server the S3 tests start, built from the Go module
@@ -141,9 +144,10 @@ func startVersitygw(t *testing.T) *versitygw {
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start versitygw: %v", err)
 		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		if lastErr = waitHTTP(v.endpoint, exited); lastErr == nil {
+		exited := make(chan struct{}) // closed once cmd.Wait returned waitErr
+		var waitErr error
+		go func() { waitErr = cmd.Wait(); close(exited) }()
+		if lastErr = waitHTTP(t, v.endpoint, exited); lastErr == nil {
 			t.Cleanup(func() {
 				cmd.Process.Kill()
 				<-exited
@@ -153,27 +157,36 @@ func startVersitygw(t *testing.T) *versitygw {
 		}
 		cmd.Process.Kill()
 		<-exited
-		lastErr = fmt.Errorf("%w; output:\n%s", lastErr, out.String())
+		lastErr = fmt.Errorf("%w (wait: %v); output:\n%s", lastErr, waitErr, out.String())
 	}
 	t.Fatalf("versitygw did not come up: %v", lastErr)
 	return nil
 }
 
-// waitHTTP waits until something answers HTTP at addr, or the process exits.
-func waitHTTP(addr string, exited <-chan error) error {
-	deadline := time.Now().Add(20 * time.Second)
+// waitHTTP waits up to 20 s until something answers HTTP at addr; it returns an error when
+// none did, or when exited closed first (the process ended).
+func waitHTTP(t *testing.T, addr string, exited <-chan struct{}) error {
+	t.Helper()
 	c := &http.Client{Timeout: time.Second}
-	for time.Now().Before(deadline) {
+	gone := false
+	up := testutil.Poll(t, 50*time.Millisecond, 20*time.Second, func() bool {
 		select {
-		case err := <-exited:
-			return fmt.Errorf("versitygw exited: %v", err)
+		case <-exited:
+			gone = true
+			return true
 		default:
 		}
-		if resp, err := c.Get("http://" + addr + "/"); err == nil {
+		resp, err := c.Get("http://" + addr + "/")
+		if err == nil {
 			resp.Body.Close()
-			return nil
 		}
-		time.Sleep(50 * time.Millisecond)
+		return err == nil
+	})
+	switch {
+	case gone:
+		return errors.New("versitygw exited")
+	case !up:
+		return fmt.Errorf("no answer on %s within 20 s", addr)
 	}
-	return fmt.Errorf("no answer on %s within 20 s", addr)
+	return nil
 }

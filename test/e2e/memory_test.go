@@ -15,6 +15,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	hsandbox "github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // requireCheckpoint skips unless the runsc on PATH can checkpoint a hutch sandbox (the one
@@ -126,8 +127,8 @@ func TestMemorySnapshot(t *testing.T) {
 		if after < before {
 			t.Fatalf("cycle %d: counter %d after wake, %d before: it started again", cycle, after, before)
 		}
-		time.Sleep(500 * time.Millisecond)
-		if later := readCounter(); later <= after {
+		var later int
+		if !testutil.Poll(t, 100*time.Millisecond, 30*time.Second, func() bool { later = readCounter(); return later > after }) {
 			t.Fatalf("cycle %d: counter %d then %d: the process stopped", cycle, after, later)
 		}
 		info2, err := sb.Info(ctx)

@@ -73,22 +73,23 @@ func freezeStateIn(parent, id string) (frozen, known bool) {
 // waitFrozen waits (up to a minute) until sandbox id is frozen, or done is closed.
 func waitFrozen(t *testing.T, id string, done <-chan struct{}) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	if !testutil.Poll(t, 2*time.Millisecond, time.Minute, func() bool {
 		frozen, known := freezeState(id)
 		if !known {
 			t.Skip("no freezer state to watch for sandbox " + id)
 		}
 		if frozen {
-			return
+			return true
 		}
 		select {
 		case <-done:
 			t.Fatal("the snapshot ended before the sandbox was seen frozen")
-		case <-time.After(2 * time.Millisecond):
+		default:
 		}
+		return false
+	}) {
+		t.Fatal("the sandbox was never frozen for the snapshot")
 	}
-	t.Fatal("the sandbox was never frozen for the snapshot")
 }
 
 // hutchdReadBytes is what the test hutchd has read so far (rchar: files and sockets alike).

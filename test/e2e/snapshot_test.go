@@ -9,6 +9,7 @@ import (
 
 	"github.com/hutchdev/hutch/client"
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // diskScript changes a sandbox's disk in every way a snapshot must keep: content, modes
@@ -71,8 +72,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	// The source runs on after the thaw, and its later changes are not in the snapshot.
 	ticks := mustExec(t, src, "wc -l < /tmp/ticks")
-	time.Sleep(100 * time.Millisecond)
-	if ticks2 := mustExec(t, src, "wc -l < /tmp/ticks"); ticks2 == ticks {
+	if !testutil.Poll(t, 50*time.Millisecond, 30*time.Second, func() bool { return mustExec(t, src, "wc -l < /tmp/ticks") != ticks }) {
 		t.Errorf("the source's writer did not go on after the snapshot (%s lines)", strings.TrimSpace(ticks))
 	}
 	mustExec(t, src, "echo later > /workspace/s/later && echo changed > /workspace/s/a.txt")

@@ -3,6 +3,7 @@ package runsc_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // counterArgs count in a loop into /tmp/c, 20 times a second, and serve on 127.0.0.1:7777
@@ -63,16 +65,18 @@ func TestCheckpointRestore(t *testing.T) {
 	}
 	counter := func() int {
 		t.Helper()
-		for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		var n int
+		var last string
+		if !testutil.Poll(t, 100*time.Millisecond, time.Minute, func() bool {
 			var out bytes.Buffer
 			code, err := e.rt.Exec(ctx, id, []string{"cat", "/tmp/c"}, &out, &out)
-			if n, aerr := strconv.Atoi(strings.TrimSpace(out.String())); err == nil && code == 0 && aerr == nil {
-				return n
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("counter: exit %d, %q, %v", code, out.String(), err)
-			}
+			v, aerr := strconv.Atoi(strings.TrimSpace(out.String()))
+			n, last = v, fmt.Sprintf("exit %d, %q, %v", code, out.String(), err)
+			return err == nil && code == 0 && aerr == nil
+		}) {
+			t.Fatalf("counter: %s", last)
 		}
+		return n
 	}
 	servers := func(when string) {
 		t.Helper()
@@ -112,8 +116,8 @@ func TestCheckpointRestore(t *testing.T) {
 	if after < before {
 		t.Errorf("counter %d after restore, %d before: it restarted", after, before)
 	}
-	time.Sleep(500 * time.Millisecond)
-	if later := counter(); later <= after {
+	var later int
+	if !testutil.Poll(t, 100*time.Millisecond, 30*time.Second, func() bool { later = counter(); return later > after }) {
 		t.Errorf("counter %d, then %d: it stopped after the restore", after, later)
 	}
 	servers("after restore")

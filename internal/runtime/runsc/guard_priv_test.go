@@ -15,6 +15,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	"github.com/hutchdev/hutch/internal/runtime/runsc/guard"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // TestMemoryGuardKillsGroup: a process that takes the Sentry past the guard's trigger, with no
@@ -202,19 +203,17 @@ os.setsid()
 					t.Fatalf("bomb %d: host memory peak %d MiB, the host limit", i, peak>>20)
 				}
 				// The bomb is gone: no process but PID 1 (a later guard pass may be needed).
-				for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
-					n, err := e.rt.CountProcesses(ctx, id)
-					if err != nil {
+				var n int
+				if !testutil.Poll(t, 200*time.Millisecond, time.Minute, func() bool {
+					var err error
+					if n, err = e.rt.CountProcesses(ctx, id); err != nil {
 						t.Fatal(err)
 					}
-					if n == 1 {
-						t.Logf("bomb %d: gone after %v", i, time.Since(started).Round(time.Millisecond))
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("bomb %d: %d processes a minute after the kill", i, n)
-					}
+					return n == 1
+				}) {
+					t.Fatalf("bomb %d: %d processes a minute after the kill", i, n)
 				}
+				t.Logf("bomb %d: gone after %v", i, time.Since(started).Round(time.Millisecond))
 				// The guard puts the quota back once its kill ended.
 				waitQuota(t, quotaFile, quota)
 				t.Logf("bomb %d: host memory peak %d MiB of %d MiB", i, readInt(t, filepath.Join(memDir, "memory.max_usage_in_bytes"))>>20, hostLimit>>20)
@@ -243,14 +242,12 @@ func (e *env) liteSpec(t *testing.T) (string, runtime.Spec, chan runsc.GuardKill
 // quota it raised once its kill ended).
 func waitQuota(t *testing.T, quotaFile string, quota []byte) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		now, _ := os.ReadFile(quotaFile)
-		if string(now) == string(quota) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("CPU quota %q after the guard, want %q", now, quota)
-		}
+	var now []byte
+	if !testutil.Poll(t, 50*time.Millisecond, 30*time.Second, func() bool {
+		now, _ = os.ReadFile(quotaFile)
+		return string(now) == string(quota)
+	}) {
+		t.Fatalf("CPU quota %q after the guard, want %q", now, quota)
 	}
 }
 
@@ -295,11 +292,14 @@ func TestSignalGroupWhilePaused(t *testing.T) {
 		t.Fatalf("start the sleeper: exit %d, %q", code, out)
 	}
 	var pgid int
-	for deadline := time.Now().Add(10 * time.Second); pgid == 0; time.Sleep(50 * time.Millisecond) {
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
 		var err error
-		if pgid, err = e.rt.GroupOf(ctx, id, "tail"); err != nil || time.Now().After(deadline) {
+		if pgid, err = e.rt.GroupOf(ctx, id, "tail"); err != nil {
 			t.Fatalf("the sleeper's group: %d, %v", pgid, err)
 		}
+		return pgid != 0
+	}) {
+		t.Fatal("the sleeper's group: none within 10 s")
 	}
 	if err := e.rt.Pause(ctx, id); err != nil {
 		t.Fatal(err)
@@ -313,17 +313,15 @@ func TestSignalGroupWhilePaused(t *testing.T) {
 	if err := e.rt.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		g, err := e.rt.GroupOf(ctx, id, "tail")
-		if err != nil {
+	var g int
+	if !testutil.Poll(t, 50*time.Millisecond, 10*time.Second, func() bool {
+		var err error
+		if g, err = e.rt.GroupOf(ctx, id, "tail"); err != nil {
 			t.Fatal(err)
 		}
-		if g == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sleeper (group %d) outlived its SIGKILL", g)
-		}
+		return g == 0
+	}) {
+		t.Fatalf("the sleeper (group %d) outlived its SIGKILL", g)
 	}
 	if err := e.rt.SignalGroup(ctx, id, pgid, unix.SIGKILL); !runsc.IsGroupGone(err) {
 		t.Errorf("signal to the dead group = %v, want the group gone", err)

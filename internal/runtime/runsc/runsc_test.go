@@ -23,6 +23,7 @@ import (
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	"github.com/hutchdev/hutch/internal/runtime/runsc/guard"
 	"github.com/hutchdev/hutch/internal/runtime/runtimetest"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // harness runs runsc under the conformance suite with runsc's --network set to network
@@ -213,13 +214,11 @@ serve(u, b"uds-ok\n")
 		t.Fatal(err)
 	}
 	var out []byte
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testutil.Poll(t, 50*time.Millisecond, 30*time.Second, func() bool {
 		out, err = exec.Command("ip", "netns", "exec", ns, "python3", "-c",
 			`import socket; s = socket.create_connection(("127.0.0.1", 8080)); print(s.recv(100).decode(), end="")`).CombinedOutput()
-		if err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+		return err == nil
+	})
 	if err != nil || string(out) != "loopback-ok\n" {
 		b, _ := os.ReadFile(spec.LogPath)
 		t.Fatalf("sandbox loopback from the host's side of the namespace: %q, %v; log: %s", out, err, b)
@@ -302,11 +301,10 @@ time.sleep(3600)
 		t.Fatal(err)
 	}
 	var out []byte
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if out, _ = os.ReadFile(spec.LogPath); bytes.Contains(out, []byte("thread ok")) || bytes.Contains(out, []byte("Error")) {
-			break
-		}
-	}
+	testutil.Poll(t, 50*time.Millisecond, time.Minute, func() bool {
+		out, _ = os.ReadFile(spec.LogPath)
+		return bytes.Contains(out, []byte("thread ok")) || bytes.Contains(out, []byte("Error"))
+	})
 	for _, w := range []string{"unshare errno=1", "ptrace errno=1", "clone-newuser errno=1", "pselect6 ok", "thread ok"} {
 		if !strings.Contains(string(out), w) {
 			t.Errorf("output %q: want %q", out, w)
@@ -348,11 +346,10 @@ time.sleep(3600)
 		t.Fatal(err)
 	}
 	var out []byte
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if out, _ = os.ReadFile(spec.LogPath); bytes.Contains(out, []byte("stopped")) {
-			break
-		}
-	}
+	testutil.Poll(t, 100*time.Millisecond, 2*time.Minute, func() bool {
+		out, _ = os.ReadFile(spec.LogPath)
+		return bytes.Contains(out, []byte("stopped"))
+	})
 	i := bytes.Index(out, []byte("stopped"))
 	if i < 0 {
 		t.Fatalf("output %q: the fork loop never stopped (or the sandbox died)", out)

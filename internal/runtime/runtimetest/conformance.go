@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/testutil"
 )
 
 // conformance is the contract every backend keeps.
@@ -270,10 +271,8 @@ func testPauseResume(t *testing.T, e *Env) {
 		t.Fatal(err)
 	}
 	read := func() string { b, _ := os.ReadFile(counter); return strings.TrimSpace(string(b)) }
-	for deadline := time.Now().Add(30 * time.Second); read() == ""; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("counter never written")
-		}
+	if !testutil.Poll(t, 10*time.Millisecond, 30*time.Second, func() bool { return read() != "" }) {
+		t.Fatal("counter never written")
 	}
 	if err := p.Pause(ctx, id); err != nil {
 		t.Fatal(err)
@@ -292,10 +291,8 @@ func testPauseResume(t *testing.T, e *Env) {
 	if err := p.Resume(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); read() == before; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("counter did not move after Resume")
-		}
+	if !testutil.Poll(t, 10*time.Millisecond, 30*time.Second, func() bool { return read() != before }) {
+		t.Fatal("counter did not move after Resume")
 	}
 	if err := p.Resume(ctx, id); !errors.Is(err, errdefs.ErrFailedPrecondition) {
 		t.Errorf("Resume of a running container: %v, want ErrFailedPrecondition", err)

@@ -143,30 +143,29 @@ func (e *Env) Exec(t *testing.T, id string, args ...string) (int, string) {
 func (e *Env) WaitStopped(t *testing.T, id string) {
 	t.Helper()
 	ctx := Ctx(t)
-	for deadline, held := time.Now().Add(30*time.Second), 0; held < 10; time.Sleep(20 * time.Millisecond) {
-		st, err := e.RT.State(ctx, id)
-		if err == nil && st.Status == runtime.StatusStopped {
+	var (
+		st   runtime.State
+		err  error
+		held int
+	)
+	if !testutil.Poll(t, 20*time.Millisecond, 30*time.Second, func() bool {
+		if st, err = e.RT.State(ctx, id); err == nil && st.Status == runtime.StatusStopped {
 			held++
 		} else {
 			held = 0
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("state of %s = %+v, %v; want stopped", id, st, err)
-		}
+		return held >= 10
+	}) {
+		t.Fatalf("state of %s = %+v, %v; want stopped", id, st, err)
 	}
 }
 
 // WaitLog waits until the file at path holds want.
 func WaitLog(t *testing.T, path, want string) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(path); string(b) == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(path)
-			t.Fatalf("%s = %q after 30 s, want %q", path, b, want)
-		}
+	var b []byte
+	if !testutil.Poll(t, 10*time.Millisecond, 30*time.Second, func() bool { b, _ = os.ReadFile(path); return string(b) == want }) {
+		t.Fatalf("%s = %q after 30 s, want %q", path, b, want)
 	}
 }
 
