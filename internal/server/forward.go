@@ -54,6 +54,11 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 			}
 		}
 		id := r.PathValue("id")
+		// Before Hold and Ensure: a bad ID is the caller's error, not a sandbox that is gone.
+		if err := sandbox.ValidateID(id); err != nil {
+			writeError(w, r, err, op)
+			return
+		}
 		// The request holds the sandbox awake for its whole duration, streamed reply included
 		// (taken before Ensure: a sleep that has not begun cannot begin now).
 		release := s.mgr.Hold(id)
