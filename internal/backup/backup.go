@@ -35,6 +35,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/blob"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -60,7 +61,7 @@ var AllowedRoots = archive.AllowedRoots
 // Agents reaches sandbox agents; *sandbox.Manager implements it. Ensure starts the sandbox if
 // needed and returns the client of its agent.
 type Agents interface {
-	Ensure(ctx context.Context, id string) (*agentclient.Client, error)
+	Ensure(ctx context.Context, id sandboxid.ID) (*agentclient.Client, error)
 }
 
 // Config configures a Service.

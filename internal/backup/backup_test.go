@@ -16,6 +16,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agent"
 	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/blob"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 	"github.com/hutchdev/hutch/internal/testutil"
 )
@@ -23,9 +24,9 @@ import (
 // agents serves real agents (in this process, on unix sockets) as "sandboxes".
 type agents map[string]http.RoundTripper
 
-func (a agents) Ensure(_ context.Context, id string) (*agentclient.Client, error) {
-	if tr, ok := a[id]; ok {
-		return agentclient.New(id, tr), nil
+func (a agents) Ensure(_ context.Context, id sandboxid.ID) (*agentclient.Client, error) {
+	if tr, ok := a[id.String()]; ok {
+		return agentclient.New(id.String(), tr), nil
 	}
 	return nil, errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id)
 }

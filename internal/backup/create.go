@@ -18,6 +18,7 @@ import (
 	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // cleanupTimeout bounds the removal of a failed backup's blobs.
@@ -26,10 +27,10 @@ const cleanupTimeout = 30 * time.Second
 // DirOpener opens a sandbox's directory from the host (*sandbox.Manager implements it): see
 // Config.HostArchive.
 type DirOpener interface {
-	OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error)
+	OpenDir(ctx context.Context, id sandboxid.ID, dir string, roots []string) (*os.Root, string, error)
 	// IDMap is the sandbox's user namespace ID range (the zero Map without one): the host
 	// sees its files owned by host IDs, which the archive records as in-sandbox IDs.
-	IDMap(ctx context.Context, id string) (idmap.Map, error)
+	IDMap(ctx context.Context, id sandboxid.ID) (idmap.Map, error)
 }
 
 // Create backs up directory req.Dir of sandbox sandboxID (starting the sandbox if needed) and
@@ -53,11 +54,15 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 		return Backup{}, err
 	}
 	defer unlock()
-	agent, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	sid, err := sandboxid.Parse(sandboxID)
 	if err != nil {
 		return Backup{}, err
 	}
-	defer s.hold(sandboxID)()
+	agent, err := s.cfg.Agents.Ensure(ctx, sid)
+	if err != nil {
+		return Backup{}, err
+	}
+	defer s.hold(sid)()
 	id := newID()
 	s.setInflight(id, true)
 	defer s.setInflight(id, false)
@@ -69,11 +74,11 @@ func (s *Service) Create(ctx context.Context, sandboxID string, req CreateReques
 	where := "agent"
 	if s.opener != nil && !req.Gitignore {
 		where = "host"
-		idm, err := s.opener.IDMap(ctx, sandboxID)
+		idm, err := s.opener.IDMap(ctx, sid)
 		if err != nil {
 			return Backup{}, err
 		}
-		root, _, err := s.opener.OpenDir(ctx, sandboxID, dir, AllowedRoots)
+		root, _, err := s.opener.OpenDir(ctx, sid, dir, AllowedRoots)
 		if err != nil {
 			return Backup{}, err
 		}
@@ -214,9 +219,9 @@ func (s *Service) isInflight(id string) bool {
 
 // hold keeps the sandbox awake for the operation when the Agents implementation supports it
 // (sandbox.Manager.Hold); it returns the release function.
-func (s *Service) hold(sandboxID string) func() {
-	if h, ok := s.cfg.Agents.(interface{ Hold(id string) func() }); ok {
-		return h.Hold(sandboxID)
+func (s *Service) hold(id sandboxid.ID) func() {
+	if h, ok := s.cfg.Agents.(interface{ Hold(id sandboxid.ID) func() }); ok {
+		return h.Hold(id)
 	}
 	return func() {}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // Restore modes.
@@ -29,7 +30,7 @@ const (
 
 // Mounter mounts backup trees into sandboxes; *sandbox.Manager implements it.
 type Mounter interface {
-	MountBackup(ctx context.Context, id, dir, backupID, tree string, roots []string) (string, error)
+	MountBackup(ctx context.Context, id sandboxid.ID, dir, backupID, tree string, roots []string) (string, error)
 }
 
 // Restore replaces the content of dir in sandbox sandboxID (starting it if needed) with the
@@ -82,6 +83,10 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 		return Backup{}, "", err
 	}
 	defer unlock()
+	sid, err := sandboxid.Parse(sandboxID)
+	if err != nil {
+		return Backup{}, "", err
+	}
 	if mode == ModeMount {
 		start := time.Now()
 		tree, err := s.trees.Tree(ctx, b.ID)
@@ -89,7 +94,7 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 			return Backup{}, "", err
 		}
 		fetched := time.Since(start)
-		resolved, err := s.mounter.MountBackup(ctx, sandboxID, target, b.ID, tree, AllowedRoots)
+		resolved, err := s.mounter.MountBackup(ctx, sid, target, b.ID, tree, AllowedRoots)
 		switch {
 		case err == nil:
 			s.log.InfoContext(ctx, "backup restored", "backup_id", b.ID, "sandbox_id", sandboxID, "dir", resolved, "mode", mode,
@@ -102,11 +107,11 @@ func (s *Service) Restore(ctx context.Context, sandboxID, backupID, dir, mode st
 			return Backup{}, "", err
 		}
 	}
-	agent, err := s.cfg.Agents.Ensure(ctx, sandboxID)
+	agent, err := s.cfg.Agents.Ensure(ctx, sid)
 	if err != nil {
 		return Backup{}, "", err
 	}
-	defer s.hold(sandboxID)()
+	defer s.hold(sid)()
 	start := time.Now()
 	rc, _, err := s.cfg.Blobs.Get(ctx, archiveKey(b.ID))
 	if err != nil {

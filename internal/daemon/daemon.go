@@ -39,6 +39,7 @@ import (
 	"github.com/hutchdev/hutch/internal/preview"
 	"github.com/hutchdev/hutch/internal/runtime/runc"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/secret"
 	"github.com/hutchdev/hutch/internal/server"
 	"github.com/hutchdev/hutch/internal/snapshot"
@@ -453,7 +454,7 @@ func (d *hutchd) serve(ctx context.Context) error {
 }
 
 // The backup service holds a sandbox awake during a backup or restore through this method.
-var _ interface{ Hold(id string) func() } = (*sandbox.Manager)(nil)
+var _ interface{ Hold(id sandboxid.ID) func() } = (*sandbox.Manager)(nil)
 
 // openBlobs opens the blob store cfg names (backups and snapshots).
 func openBlobs(ctx context.Context, cfg config.Config, log *slog.Logger) (blob.Store, error) {

@@ -25,6 +25,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/preview"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -32,14 +33,14 @@ import (
 // is tested with real sandboxes in test/e2e).
 type hostDialer struct{ addr string }
 
-func (d hostDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+func (d hostDialer) DialPort(ctx context.Context, id sandboxid.ID, port int) (net.Conn, error) {
 	var nd net.Dialer
 	return nd.DialContext(ctx, "tcp", d.addr)
 }
 
-func (hostDialer) Touch(string) {}
+func (hostDialer) Touch(sandboxid.ID) {}
 
-func (hostDialer) Hold(string) func() { return func() {} }
+func (hostDialer) Hold(sandboxid.ID) func() { return func() {} }
 
 func testStore(t *testing.T) *store.Store {
 	t.Helper()

@@ -11,7 +11,18 @@ import (
 	"github.com/hutchdev/hutch/internal/config"
 	"github.com/hutchdev/hutch/internal/runtime/runsc"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
+
+// pingAgent is the guard's agent probe: the guard names containers, whose IDs hutchd made
+// from sandbox IDs; they are checked all the same.
+func pingAgent(ctx context.Context, mgr *sandbox.Manager, id string) error {
+	sid, err := sandboxid.Parse(id)
+	if err != nil {
+		return err
+	}
+	return mgr.PingAgent(ctx, sid)
+}
 
 // setupRuntimes adds the gVisor backend to mgr when runsc is installed (else records why it is
 // not: sandboxes asking for it get RUNTIME_NOT_AVAILABLE) and sets the default runtime. A
@@ -24,7 +35,7 @@ func setupRuntimes(cfg config.Config, mgr *sandbox.Manager, auditor sandbox.Audi
 		CgroupParent: cfg.CgroupParent,
 		Platform:     cfg.RunscPlatform,
 		OnGuardKill:  func(k runsc.GuardKill) { auditGuardKill(auditor, k) },
-		AgentProbe:   mgr.PingAgent,
+		AgentProbe:   func(ctx context.Context, id string) error { return pingAgent(ctx, mgr, id) },
 	}, log.With("component", "runsc"))
 	switch {
 	case err == nil:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // stopper stops a sandbox whose placeholder violation asks for it (onViolation
@@ -24,7 +25,11 @@ func (s *stopper) stop(id string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) //nolint:forbidigo // called from a sandbox's stop, which has no ctx to give
 	defer cancel()
-	if _, err := m.Stop(ctx, id); err != nil {
+	sid, err := sandboxid.Parse(id)
+	if err == nil {
+		_, err = m.Stop(ctx, sid)
+	}
+	if err != nil {
 		s.log.Warn("stop after placeholder violation failed", "sandbox_id", id, "err", err)
 		return
 	}

@@ -5,13 +5,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // Target is what a preview host name routes to.
 type Target struct {
-	Port      int    // MinPort–MaxPort
-	SandboxID string // a valid sandbox ID
+	Port      int // MinPort–MaxPort
+	SandboxID sandboxid.ID
 	Token     string // 1–16 of [a-z0-9_]
 }
 
@@ -51,8 +51,9 @@ func ParseHost(host, domain string) (t Target, ok bool) {
 	if err != nil || port < MinPort || port > MaxPort {
 		return Target{}, false
 	}
-	if sandbox.ValidateID(id) != nil || !ValidToken(token) {
+	sid, err := sandboxid.Parse(id)
+	if err != nil || !ValidToken(token) {
 		return Target{}, false
 	}
-	return Target{Port: port, SandboxID: id, Token: token}, true
+	return Target{Port: port, SandboxID: sid, Token: token}, true
 }

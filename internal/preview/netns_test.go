@@ -17,6 +17,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/testutil"
 )
 
@@ -24,16 +25,16 @@ import (
 // does for sandbox sb1.
 type nsDialer struct{ path string }
 
-func (d nsDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+func (d nsDialer) DialPort(ctx context.Context, id sandboxid.ID, port int) (net.Conn, error) {
 	if id != "sb1" {
 		return nil, errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id)
 	}
 	return netns.Dial(ctx, d.path, "tcp4", "127.0.0.1:"+strconv.Itoa(port))
 }
 
-func (nsDialer) Touch(string) {}
+func (nsDialer) Touch(sandboxid.ID) {}
 
-func (nsDialer) Hold(string) func() { return func() {} }
+func (nsDialer) Hold(sandboxid.ID) func() { return func() {} }
 
 // listenIn opens a TCP listener on addr inside the namespace at path.
 func listenIn(t *testing.T, path, addr string) net.Listener {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/connlimit"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -23,14 +24,14 @@ import (
 // *sandbox.Manager implements it. Unknown sandbox → SANDBOX_NOT_FOUND; nothing listening → an
 // error matching syscall.ECONNREFUSED.
 type Dialer interface {
-	DialPort(ctx context.Context, id string, port int) (net.Conn, error)
+	DialPort(ctx context.Context, id sandboxid.ID, port int) (net.Conn, error)
 	// Touch records a preview request as activity on a running sandbox (requests on pooled
 	// connections do not dial).
-	Touch(id string)
+	Touch(id sandboxid.ID)
 	// Hold keeps the sandbox from going to sleep until release is called (and counts as
 	// activity at both ends): the proxy holds it for each request's whole duration, streamed
 	// replies and WebSocket connections included.
-	Hold(id string) (release func())
+	Hold(id sandboxid.ID) (release func())
 }
 
 // PortLookup finds an exposed port's record; *store.Store implements it. Not exposed →
@@ -121,7 +122,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// capped unrouted connections, and is closed to make room only when idle; one sandbox's
 	// URLs trust a capped number of connections, so holding them cannot lock out the others'
 	// visitors (internal/connlimit).
-	connlimit.TrustKey(r.Context(), t.SandboxID)
+	connlimit.TrustKey(r.Context(), t.SandboxID.String())
 	r, ok = p.boundBody(w, r)
 	if !ok {
 		return
@@ -136,7 +137,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Lookup failures compare against a dummy, so every miss costs about the same.
 func (p *Proxy) tokenMatches(ctx context.Context, t Target) bool {
 	want := "\x00invalid-token\x00"
-	rec, err := p.ports.GetPort(ctx, t.SandboxID, t.Port)
+	rec, err := p.ports.GetPort(ctx, t.SandboxID.String(), t.Port)
 	switch {
 	case err == nil:
 		want = rec.Token
@@ -161,10 +162,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.SetXForwarded() // X-Forwarded-For, X-Forwarded-Host (the preview host), X-Forwarded-Proto
 	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = net.JoinHostPort(t.SandboxID, strconv.Itoa(t.Port)) // the pool key; see dial
+	pr.Out.URL.Host = net.JoinHostPort(t.SandboxID.String(), strconv.Itoa(t.Port)) // the pool key; see dial
 	pr.Out.Host = "localhost:" + strconv.Itoa(t.Port)
 	pr.Out.Header.Set(HeaderOriginalURL, scheme+"://"+pr.In.Host+pr.In.URL.RequestURI())
-	pr.Out.Header.Set(HeaderSandboxName, t.SandboxID)
+	pr.Out.Header.Set(HeaderSandboxName, t.SandboxID.String())
 }
 
 // dial connects the transport's "<id>:<port>" address inside the sandbox.
@@ -177,12 +178,17 @@ func (p *Proxy) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preview: dial %q: %w", addr, err)
 	}
+	// The host is the pool key rewrite made from a parsed Target: checked again all the same.
+	sid, err := sandboxid.Parse(id)
+	if err != nil {
+		return nil, fmt.Errorf("preview: dial %q: %w", addr, err)
+	}
 	release, err := p.dialSlot(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	return p.dialer.DialPort(ctx, id, port)
+	return p.dialer.DialPort(ctx, sid, port)
 }
 
 // dialSlot waits (at most DialTimeout) for one of the sandbox's MaxDialsPerSandbox dial slots

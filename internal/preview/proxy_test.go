@@ -22,6 +22,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/testutil"
 )
 
@@ -37,9 +38,9 @@ type localDialer struct {
 	held    atomic.Int64 // holds not released yet
 }
 
-func (d *localDialer) Touch(id string) { d.touches.Add(1) }
+func (d *localDialer) Touch(id sandboxid.ID) { d.touches.Add(1) }
 
-func (d *localDialer) Hold(id string) func() {
+func (d *localDialer) Hold(id sandboxid.ID) func() {
 	d.held.Add(1)
 	var once sync.Once
 	return func() { once.Do(func() { d.held.Add(-1) }) }
@@ -53,10 +54,10 @@ func (d *localDialer) waitHeld(t *testing.T, want int64) {
 	}
 }
 
-func (d *localDialer) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+func (d *localDialer) DialPort(ctx context.Context, id sandboxid.ID, port int) (net.Conn, error) {
 	d.dials.Add(1)
 	d.mu.Lock()
-	known, addr := d.sandbox[id], d.addrs[id+":"+strconv.Itoa(port)]
+	known, addr := d.sandbox[id.String()], d.addrs[id.String()+":"+strconv.Itoa(port)]
 	d.mu.Unlock()
 	if !known {
 		return nil, errdefs.Newf(errdefs.CodeSandboxNotFound, "sandbox %q not found", id)
@@ -551,11 +552,11 @@ func benchGet(b *testing.B, c *http.Client, url string) {
 // failingDialer fails every dial with a classified error carrying internal details.
 type failingDialer struct{}
 
-func (failingDialer) Touch(string) {}
+func (failingDialer) Touch(sandboxid.ID) {}
 
-func (failingDialer) Hold(string) func() { return func() {} }
+func (failingDialer) Hold(sandboxid.ID) func() { return func() {} }
 
-func (failingDialer) DialPort(context.Context, string, int) (net.Conn, error) {
+func (failingDialer) DialPort(context.Context, sandboxid.ID, int) (net.Conn, error) {
 	return nil, errdefs.New(errdefs.CodeSandboxStartFailed, "start failed: /var/lib/hutch/secret-path").With("agentLog", "private log")
 }
 

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -66,7 +66,7 @@ func (s *Service) Config() Config { return s.cfg }
 // SANDBOX_NOT_FOUND, PORT_ALREADY_EXPOSED {port} (exposed with another token or name),
 // PORT_TOKEN_IN_USE {port, otherPort}.
 func (s *Service) Expose(ctx context.Context, id string, req ExposeRequest) (Port, error) {
-	if err := sandbox.ValidateID(id); err != nil {
+	if _, err := sandboxid.Parse(id); err != nil {
 		return Port{}, err
 	}
 	if err := s.cfg.ValidatePort(req.Port); err != nil {
@@ -115,7 +115,7 @@ func (s *Service) Expose(ctx context.Context, id string, req ExposeRequest) (Por
 // such as WebSockets, are not cut). Errors: INVALID_SANDBOX_ID, INVALID_PORT (not
 // 1–65535), PORT_NOT_EXPOSED {port}.
 func (s *Service) Unexpose(ctx context.Context, id string, port int) error {
-	if err := sandbox.ValidateID(id); err != nil {
+	if _, err := sandboxid.Parse(id); err != nil {
 		return err
 	}
 	if port < 1 || port > MaxPort {
@@ -131,7 +131,7 @@ func (s *Service) Unexpose(ctx context.Context, id string, port int) error {
 // List returns the exposed ports of sandbox id, ordered by port (empty, not nil, when none).
 // Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND.
 func (s *Service) List(ctx context.Context, id string) ([]Port, error) {
-	if err := sandbox.ValidateID(id); err != nil {
+	if _, err := sandboxid.Parse(id); err != nil {
 		return nil, err
 	}
 	ps, err := s.store.ListPorts(ctx, id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/netns"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // ConnectTimeout bounds one connect into a sandbox (its server may never accept).
@@ -19,9 +20,9 @@ const ConnectTimeout = 10 * time.Second
 // DialPort opens a TCP connection to port inside sandbox id's network namespace, as a process
 // in the sandbox would reach localhost: 127.0.0.1:port first and, when that is refused,
 // [::1]:port. A stopped sandbox is started first (as Ensure does). port is 1–65535. Errors:
-// INVALID_PORT (also for AgentPort), INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SANDBOX_START_FAILED; nothing
+// INVALID_PORT (also for AgentPort), SANDBOX_NOT_FOUND, SANDBOX_START_FAILED; nothing
 // listening → the IPv4 dial's error, which matches syscall.ECONNREFUSED.
-func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
+func (m *Manager) DialPort(ctx context.Context, id sandboxid.ID, port int) (net.Conn, error) {
 	if port < 1 || port > 65535 {
 		return nil, errdefs.Newf(errdefs.CodeInvalidPort, "port %d is outside 1-65535", port).With("port", port)
 	}
@@ -47,9 +48,10 @@ func (m *Manager) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 
 // nsPath makes sure id runs and returns its network namespace path. A sandbox stopped between
 // the start and the lookup is started again, once.
-func (m *Manager) nsPath(ctx context.Context, id string) (string, error) {
+func (m *Manager) nsPath(ctx context.Context, sid sandboxid.ID) (string, error) {
+	id := sid.String()
 	for range 2 {
-		if _, err := m.Ensure(ctx, id); err != nil {
+		if _, err := m.Ensure(ctx, sid); err != nil {
 			return "", err
 		}
 		m.mu.RLock()
@@ -66,7 +68,8 @@ func (m *Manager) nsPath(ctx context.Context, id string) (string, error) {
 // ends. It neither starts a stopped sandbox nor counts as activity (a ping keeps no sandbox
 // awake). gVisor's memory guard calls it to tell an agent starved of CPU (runsc.Config.AgentProbe).
 // Errors: SANDBOX_NOT_FOUND when id is not running here; else agentclient.Client.Ping's.
-func (m *Manager) PingAgent(ctx context.Context, id string) error {
+func (m *Manager) PingAgent(ctx context.Context, sid sandboxid.ID) error {
+	id := sid.String()
 	m.mu.RLock()
 	inst := m.instances[id]
 	m.mu.RUnlock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/rootfs"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -45,13 +46,11 @@ var ErrMountsUnsupported = errors.New("sandbox cannot take directory mounts unti
 // must be equal to or below one of roots. A directory mount already at the resolved path is
 // replaced, and those below it are removed (the new one hides them), their changes discarded;
 // the sandbox's own files that were in the directory stay on its disk, hidden. It returns the
-// resolved directory. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, the start's errors,
+// resolved directory. Errors: SANDBOX_NOT_FOUND, the start's errors,
 // INVALID_BACKUP_CONFIG (context {dir, resolved, allowedRoots}: outside roots, or through a
 // dangling symlink or a file), ErrMountsUnsupported, mount errors.
-func (m *Manager) MountBackup(ctx context.Context, id, dir, backupID, tree string, roots []string) (string, error) {
-	if err := ValidateID(id); err != nil {
-		return "", err
-	}
+func (m *Manager) MountBackup(ctx context.Context, sid sandboxid.ID, dir, backupID, tree string, roots []string) (string, error) {
+	id := sid.String()
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)
@@ -373,13 +372,11 @@ func (m *Manager) dropDirMounts(ctx context.Context, id string) error {
 // inside the sandbox, and the resolved directory must be equal to or below one of roots. The
 // returned os.Root confines every access below it, so the sandbox cannot steer a walk of it
 // onto the host by swapping directories for symlinks meanwhile; it shows the sandbox's files,
-// directory mounts included. The caller closes it. Errors: INVALID_SANDBOX_ID,
+// directory mounts included. The caller closes it. Errors:
 // SANDBOX_NOT_FOUND, the start's errors, FILE_NOT_FOUND, NOT_DIRECTORY (context.path),
 // INVALID_BACKUP_CONFIG (outside roots; context {dir, resolved, allowedRoots}).
-func (m *Manager) OpenDir(ctx context.Context, id, dir string, roots []string) (*os.Root, string, error) {
-	if err := ValidateID(id); err != nil {
-		return nil, "", err
-	}
+func (m *Manager) OpenDir(ctx context.Context, sid sandboxid.ID, dir string, roots []string) (*os.Root, string, error) {
+	id := sid.String()
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)

@@ -9,6 +9,10 @@
 // different IDs run in parallel. The running fast path (Ensure on a running sandbox) takes only
 // a read lock.
 //
+// IDs: the exported methods take a sandboxid.ID, which callers get from sandboxid.Parse (the
+// API edge, or a checked conversion of an ID read back); the Manager does not check it again.
+// The layers that build paths and names from an ID re-check it with sandboxid.CheckName.
+//
 // Crash safety: the store is written before and after each step, and Recover (run once at
 // start) reconciles the store with what the kernel and the runtime really hold: running
 // sandboxes whose agent answers are re-adopted; everything else (containers, mounts, network
@@ -37,6 +41,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/envlimit"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -394,7 +399,7 @@ func (m *Manager) info(rec store.Sandbox) Info {
 
 // CreateOptions are the options of get-or-create. They apply only when the sandbox is created.
 type CreateOptions struct {
-	ID           string
+	ID           sandboxid.ID
 	Image        string
 	InstanceType string
 	EnvVars      map[string]string
@@ -416,12 +421,14 @@ type CreateOptions struct {
 }
 
 // GetOrCreate returns the sandbox with opts.ID, creating it if it does not exist, and makes sure
-// it is running. created reports whether this call created it. Errors: INVALID_SANDBOX_ID,
-// RESERVED_SANDBOX_ID, INVALID_INSTANCE_TYPE, IMAGE_NOT_FOUND, SANDBOX_START_FAILED.
+// it is running. created reports whether this call created it. Errors: INVALID_SANDBOX_ID
+// (opts.ID unset), INVALID_INSTANCE_TYPE, IMAGE_NOT_FOUND, SANDBOX_START_FAILED.
 func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress io.Writer) (Info, bool, error) {
-	if err := ValidateID(opts.ID); err != nil {
+	// A zero CreateOptions has no ID, which Parse never returns: refuse it before it is stored.
+	if err := sandboxid.CheckName(opts.ID.String()); err != nil {
 		return Info{}, false, err
 	}
+	id := opts.ID.String()
 	it, err := LookupInstanceType(opts.InstanceType)
 	if err != nil {
 		return Info{}, false, err
@@ -441,10 +448,10 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 	if _, err := m.backend(rtName); err != nil {
 		return Info{}, false, err
 	}
-	unlock := m.lock(opts.ID)
+	unlock := m.lock(id)
 	defer unlock()
 
-	rec, err := m.store.Get(ctx, opts.ID)
+	rec, err := m.store.Get(ctx, id)
 	created := false
 	switch {
 	case err == nil:
@@ -461,7 +468,7 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 			name = opts.ImageName
 		}
 		rec, err = m.store.Insert(ctx, store.Sandbox{
-			ID: opts.ID, Image: img.ID, ImageName: name, InstanceType: it.Name,
+			ID: id, Image: img.ID, ImageName: name, InstanceType: it.Name,
 			Layers: opts.Layers, Snapshot: opts.Snapshot,
 			EnvVars: opts.EnvVars, Status: string(StatusCreating),
 			SleepAfter: opts.SleepAfter, KeepAlive: opts.KeepAlive, SnapshotOnSleep: opts.SnapshotOnSleep,
@@ -471,14 +478,14 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 			return Info{}, false, err
 		}
 		created = true
-		m.log.InfoContext(ctx, "sandbox created", "sandbox_id", opts.ID, "image", img.ID, "instance_type", it.Name)
+		m.log.InfoContext(ctx, "sandbox created", "sandbox_id", id, "image", img.ID, "instance_type", it.Name)
 	default:
 		return Info{}, false, err
 	}
 	if err := m.ensureLocked(ctx, rec, progress); err != nil {
 		return Info{}, created, err
 	}
-	rec, err = m.store.Get(ctx, opts.ID)
+	rec, err = m.store.Get(ctx, id)
 	if err != nil {
 		return Info{}, created, err
 	}
@@ -486,10 +493,8 @@ func (m *Manager) GetOrCreate(ctx context.Context, opts CreateOptions, progress 
 }
 
 // Get returns a sandbox's info without starting it.
-func (m *Manager) Get(ctx context.Context, id string) (Info, error) {
-	if err := ValidateID(id); err != nil {
-		return Info{}, err
-	}
+func (m *Manager) Get(ctx context.Context, sid sandboxid.ID) (Info, error) {
+	id := sid.String()
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return Info{}, err
@@ -512,16 +517,14 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 
 // Ensure makes sure sandbox id is running and returns the client of its agent. Unknown →
 // SANDBOX_NOT_FOUND. This is the hot path of every in-sandbox operation.
-func (m *Manager) Ensure(ctx context.Context, id string) (*agentclient.Client, error) {
+func (m *Manager) Ensure(ctx context.Context, sid sandboxid.ID) (*agentclient.Client, error) {
+	id := sid.String()
 	m.mu.RLock()
 	inst := m.instances[id]
 	m.mu.RUnlock()
 	if inst != nil {
 		inst.touch()
 		return inst.agent, nil
-	}
-	if err := ValidateID(id); err != nil {
-		return nil, err
 	}
 	unlock := m.lock(id)
 	defer unlock()
@@ -543,7 +546,8 @@ func (m *Manager) Ensure(ctx context.Context, id string) (*agentclient.Client, e
 
 // Touch records activity on sandbox id if it is running (a preview request on a pooled
 // connection, which does not go through Ensure).
-func (m *Manager) Touch(id string) {
+func (m *Manager) Touch(sid sandboxid.ID) {
+	id := sid.String()
 	m.mu.RLock()
 	inst := m.instances[id]
 	m.mu.RUnlock()
@@ -553,7 +557,7 @@ func (m *Manager) Touch(id string) {
 }
 
 // Start starts a stopped sandbox and returns its info.
-func (m *Manager) Start(ctx context.Context, id string) (Info, error) {
+func (m *Manager) Start(ctx context.Context, id sandboxid.ID) (Info, error) {
 	if _, err := m.Ensure(ctx, id); err != nil {
 		return Info{}, err
 	}
@@ -561,10 +565,8 @@ func (m *Manager) Start(ctx context.Context, id string) (Info, error) {
 }
 
 // Stop stops a running sandbox; its disk remains. Stopping a stopped sandbox is not an error.
-func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
-	if err := ValidateID(id); err != nil {
-		return Info{}, err
-	}
+func (m *Manager) Stop(ctx context.Context, sid sandboxid.ID) (Info, error) {
+	id := sid.String()
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)
@@ -594,10 +596,8 @@ func (m *Manager) Stop(ctx context.Context, id string) (Info, error) {
 
 // Destroy stops the sandbox and removes everything of it: container, mounts, network, disk and
 // record. Unknown → SANDBOX_NOT_FOUND.
-func (m *Manager) Destroy(ctx context.Context, id string) error {
-	if err := ValidateID(id); err != nil {
-		return err
-	}
+func (m *Manager) Destroy(ctx context.Context, sid sandboxid.ID) error {
+	id := sid.String()
 	// A snapshot in progress holds the ID lock: end it, do not wait it out.
 	defer m.cancelCaptures(id)()
 	unlock := m.lock(id)
@@ -646,7 +646,8 @@ func (m *Manager) Destroy(ctx context.Context, id string) error {
 // Down reports whether sandbox id is stopping, stopped or sleeping, with its status: a
 // request to its agent that failed then met a stop or sleep of the sandbox (its agent shut
 // down under the request), not a fault of the agent.
-func (m *Manager) Down(ctx context.Context, id string) (Status, bool) {
+func (m *Manager) Down(ctx context.Context, sid sandboxid.ID) (Status, bool) {
+	id := sid.String()
 	rec, err := m.store.Get(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return "", false
@@ -663,7 +664,8 @@ func (m *Manager) Down(ctx context.Context, id string) (Status, bool) {
 // operation that failed (its agent killed, its connection cut, its context cancelled by the
 // agent's shutdown) reports SANDBOX_NOT_FOUND when Gone says so, whatever point of the destroy
 // it met. A store that cannot be read answers false: the failure is then reported as it is.
-func (m *Manager) Gone(ctx context.Context, id string) bool {
+func (m *Manager) Gone(ctx context.Context, sid sandboxid.ID) bool {
+	id := sid.String()
 	m.mu.RLock()
 	destroying := m.destroying[id]
 	m.mu.RUnlock()
@@ -718,7 +720,8 @@ func validateEnv(env map[string]string) error {
 // container is no longer running (its agent crashed, or sandbox code killed it), the sandbox is
 // torn down and recorded as stopped, so the next Ensure starts it again; it reports whether that
 // happened. A sandbox whose container still runs is left alone.
-func (m *Manager) Recheck(ctx context.Context, id string) bool {
+func (m *Manager) Recheck(ctx context.Context, sid sandboxid.ID) bool {
+	id := sid.String()
 	unlock := m.lock(id)
 	defer unlock()
 	m.mu.RLock()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -128,11 +129,12 @@ func FormatSleepAfter(d time.Duration) string {
 // handler and the preview proxy hold the sandbox for each request's whole duration, streamed
 // replies and WebSockets included. Hold does not start the sandbox; take it before Ensure, so a
 // sleep that has not begun yet cannot begin. release may be called more than once.
-func (m *Manager) Hold(id string) (release func()) {
+func (m *Manager) Hold(sid sandboxid.ID) (release func()) {
+	id := sid.String()
 	m.holdMu.Lock()
 	m.holds[id]++
 	m.holdMu.Unlock()
-	m.Touch(id)
+	m.Touch(sid)
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -141,7 +143,7 @@ func (m *Manager) Hold(id string) (release func()) {
 				delete(m.holds, id)
 			}
 			m.holdMu.Unlock()
-			m.Touch(id)
+			m.Touch(sid)
 		})
 	}
 }
@@ -158,11 +160,9 @@ type UpdateOptions struct {
 // Update changes a sandbox's sleep settings and returns its info. It does not start a
 // sleeping sandbox. On a running sandbox the change counts as activity, so the idle timer
 // starts again from now (switching keepAlive off gives the sandbox a full sleepAfter).
-// Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, VALIDATION_FAILED.
-func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (Info, error) {
-	if err := ValidateID(id); err != nil {
-		return Info{}, err
-	}
+// Errors: SANDBOX_NOT_FOUND, VALIDATION_FAILED.
+func (m *Manager) Update(ctx context.Context, sid sandboxid.ID, opts UpdateOptions) (Info, error) {
+	id := sid.String()
 	if opts.SleepAfter != nil {
 		if err := ValidateSleepAfter(*opts.SleepAfter); err != nil {
 			return Info{}, err
@@ -204,12 +204,10 @@ func (m *Manager) Update(ctx context.Context, id string, opts UpdateOptions) (In
 // checkpointed with their memory where the runtime can (memory.go), else stopped (the agent
 // saves its sessions); its file data flushed, its container and network torn down; its disk, settings and exposed ports remain, and the next operation on it wakes it.
 // Requests in flight on it are cut. A sandbox that is not running (sleeping, stopped, error)
-// is left as it is. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, or the teardown's failure
+// is left as it is. Errors: SANDBOX_NOT_FOUND, or the teardown's failure
 // (the sandbox is then recorded as error and the next request starts it again).
-func (m *Manager) Sleep(ctx context.Context, id string) (Info, error) {
-	if err := ValidateID(id); err != nil {
-		return Info{}, err
-	}
+func (m *Manager) Sleep(ctx context.Context, sid sandboxid.ID) (Info, error) {
+	id := sid.String()
 	unlock := m.lock(id)
 	defer unlock()
 	rec, err := m.store.Get(ctx, id)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/runtime"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -77,12 +78,10 @@ const DefaultMaxFrozen = time.Minute
 // in that time: the sandbox is not held frozen longer, the capture fails with
 // SNAPSHOT_FROZEN_TOO_LONG), or when a Destroy of the sandbox begins (a destroy never waits for
 // a capture: it cancels it). The sandbox is thawed in every case.
-// Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
+// Errors: SANDBOX_NOT_FOUND, NOT_IMPLEMENTED (the runtime cannot pause),
 // the runtime's pause error, SNAPSHOT_FROZEN_TOO_LONG, fn's error.
-func (m *Manager) Capture(ctx context.Context, id string, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) (err error) {
-	if err := ValidateID(id); err != nil {
-		return err
-	}
+func (m *Manager) Capture(ctx context.Context, sid sandboxid.ID, fn func(ctx context.Context, rec store.Sandbox, disk Disk) error) (err error) {
+	id := sid.String()
 	ctx, done := m.cancellable(ctx, id)
 	defer done()
 	base := ctx                // ended by the caller or a destroy (done runs after the check below)
@@ -247,12 +246,10 @@ type DiskSpec struct {
 // (all its own changes) is discarded, its record gets spec's image and layers, and it is
 // started again. Its settings, exposed ports and network slot stay. The old upper directory is
 // first renamed aside, so a crash part way leaves either the old disk or an empty upper on the
-// old layers, and the reset can be retried. Errors: INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND,
+// old layers, and the reset can be retried. Errors: SANDBOX_NOT_FOUND,
 // SNAPSHOT_TOO_DEEP, the teardown's or start's error.
-func (m *Manager) ResetDisk(ctx context.Context, id string, spec DiskSpec) (Info, error) {
-	if err := ValidateID(id); err != nil {
-		return Info{}, err
-	}
+func (m *Manager) ResetDisk(ctx context.Context, sid sandboxid.ID, spec DiskSpec) (Info, error) {
+	id := sid.String()
 	if len(spec.Layers) > MaxLayers {
 		return Info{}, errdefs.Newf(errdefs.CodeSnapshotTooDeep, "%d layers: a disk may have at most %d", len(spec.Layers), MaxLayers)
 	}

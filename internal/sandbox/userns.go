@@ -10,6 +10,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/rootfs"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -28,7 +29,8 @@ func idMapOf(rec store.Sandbox) idmap.Map { return rec.IDMap() }
 
 // IDMap returns sandbox id's ID range (the zero Map without a user namespace): what host-side
 // readers of its disk (backups) shift owners with. Errors: SANDBOX_NOT_FOUND.
-func (m *Manager) IDMap(ctx context.Context, id string) (idmap.Map, error) {
+func (m *Manager) IDMap(ctx context.Context, sid sandboxid.ID) (idmap.Map, error) {
+	id := sid.String()
 	rec, err := m.store.Get(ctx, id)
 	if err != nil {
 		return idmap.Map{}, err

@@ -17,6 +17,7 @@ import (
 	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/agentclient"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // forward returns the handler that relays one route to the sandbox's agent. JSON bodies are read
@@ -53,19 +54,26 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 				body, length = bytes.NewReader(b), int64(len(b))
 			}
 		}
-		id := r.PathValue("id")
+		// After the body (a bad body is answered first), before Hold and Ensure: a bad ID is
+		// the caller's error, not a sandbox that is gone.
+		sid, err := pathID(r)
+		if err != nil {
+			writeError(w, r, err, op)
+			return
+		}
+		id := sid.String()
 		// The request holds the sandbox awake for its whole duration, streamed reply included
 		// (taken before Ensure: a sleep that has not begun cannot begin now).
-		release := s.mgr.Hold(id)
+		release := s.mgr.Hold(sid)
 		defer release()
-		resp, sent, err := s.roundTrip(r, rt, id, body, length)
+		resp, sent, err := s.roundTrip(r, rt, sid, body, length)
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if upload != nil && errors.As(upload.err, &mbe) {
 				writeError(w, r, tooLarge(mbe.Limit), op)
 				return
 			}
-			if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) && s.mgr.Gone(r.Context(), id) {
+			if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) && s.mgr.Gone(r.Context(), sid) {
 				writeError(w, r, destroyed(id, err), op)
 				return
 			}
@@ -74,7 +82,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 			// uncoded failure to start a sandbox that was down already is answered the same
 			// way, saying so: the request was never sent.
 			if c := errdefs.CodeOf(err); c == errdefs.CodeAgentUnavailable || c == errdefs.CodeInternal {
-				if st, down := s.mgr.Down(r.Context(), id); down {
+				if st, down := s.mgr.Down(r.Context(), sid); down {
 					if sent {
 						writeError(w, r, wentDown(id, st, err), op)
 					} else {
@@ -96,14 +104,14 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		defer resp.Body.Close()
 		stream := strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
-		if resp.StatusCode >= 500 && !stream && s.mgr.Gone(r.Context(), id) {
+		if resp.StatusCode >= 500 && !stream && s.mgr.Gone(r.Context(), sid) {
 			// The agent answered while the destroy shut it down (its requests' context
 			// cancelled): that is the destroy's answer, not an internal error.
 			writeError(w, r, destroyed(id, nil), op)
 			return
 		}
 		if resp.StatusCode >= 500 && !stream {
-			if st, down := s.mgr.Down(r.Context(), id); down {
+			if st, down := s.mgr.Down(r.Context(), sid); down {
 				// The agent answered while a stop or sleep shut it down. Only a reply that says
 				// no more than that (INTERNAL_ERROR, its cancelled request, a reply cut short)
 				// becomes the stop's answer; a coded failure (NO_SPACE, GIT_CLONE_FAILED) stays
@@ -126,7 +134,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 		}
 		w.WriteHeader(resp.StatusCode)
 		if stream {
-			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), id) }, func() []byte { return destroyedEvent(rt, id) })
+			err = copyEvents(w, resp.Body, func() bool { return s.mgr.Gone(r.Context(), sid) }, func() []byte { return destroyedEvent(rt, id) })
 		} else {
 			err = copyResponse(w, resp.Body, false)
 		}
@@ -145,7 +153,7 @@ func (s *Server) forward(rt agentapi.Route) http.HandlerFunc {
 // agent crashed or sandbox code killed it), the sandbox is rechecked and, when it is gone,
 // started again and the request sent once more; nothing was delivered the first time, so this
 // cannot run a command twice. A raw body cannot be sent again, so it gets no second attempt.
-func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id string, body io.Reader, length int64) (*http.Response, bool, error) {
+func (s *Server) roundTrip(r *http.Request, rt agentapi.Route, id sandboxid.ID, body io.Reader, length int64) (*http.Response, bool, error) {
 	for attempt := 0; ; attempt++ {
 		agent, err := s.mgr.Ensure(r.Context(), id)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/egress/audit"
 	"github.com/hutchdev/hutch/internal/egress/policy"
-	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // EgressPolicies keeps sandboxes' egress policies (internal/daemon). Validation errors are
@@ -38,13 +38,13 @@ type EgressPolicies interface {
 	Subscribe(id string) (<-chan audit.Event, func())
 }
 
-func (s *Server) egressEnabled(w http.ResponseWriter, r *http.Request, op string) (string, bool) {
+func (s *Server) egressEnabled(w http.ResponseWriter, r *http.Request, op string) (sandboxid.ID, bool) {
 	if s.egress == nil {
 		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "egress policies are not available on this hutchd"), op)
 		return "", false
 	}
-	id := r.PathValue("id")
-	if err := sandbox.ValidateID(id); err != nil {
+	id, err := pathID(r)
+	if err != nil {
 		writeError(w, r, err, op)
 		return "", false
 	}
@@ -58,7 +58,7 @@ func (s *Server) getEgress(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	spec, err := s.egress.Get(r.Context(), id)
+	spec, err := s.egress.Get(r.Context(), id.String())
 	if err != nil {
 		writeError(w, r, err, "egress.get")
 		return
@@ -103,7 +103,7 @@ func (s *Server) patchEgress(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.Wrap(errdefs.CodeInvalidJSON, err, "request body is not valid JSON"), "egress.patch")
 		return
 	}
-	cur, err := s.egress.Get(r.Context(), id)
+	cur, err := s.egress.Get(r.Context(), id.String())
 	if err != nil {
 		writeError(w, r, err, "egress.patch")
 		return
@@ -120,8 +120,8 @@ func (s *Server) patchEgress(w http.ResponseWriter, r *http.Request) {
 	s.setEgress(w, r, id, spec, "egress.patch")
 }
 
-func (s *Server) setEgress(w http.ResponseWriter, r *http.Request, id string, spec policy.Spec, op string) {
-	got, err := s.egress.Set(r.Context(), id, spec)
+func (s *Server) setEgress(w http.ResponseWriter, r *http.Request, id sandboxid.ID, spec policy.Spec, op string) {
+	got, err := s.egress.Set(r.Context(), id.String(), spec)
 	if err != nil {
 		writeError(w, r, err, op)
 		return
@@ -272,7 +272,7 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	var live <-chan audit.Event
 	if follow {
-		ch, cancel := s.egress.Subscribe(id)
+		ch, cancel := s.egress.Subscribe(id.String())
 		defer cancel()
 		live = ch
 	}
@@ -281,7 +281,7 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 		return v1.EgressEventFrame{Type: "event", EgressEvent: toEgressEvent(e)}
 	}
 	for {
-		evs, err := s.egress.Events(id, since, 1000)
+		evs, err := s.egress.Events(id.String(), since, 1000)
 		if err != nil {
 			_ = out.Send(v1.StreamError{Type: "error", Code: errdefs.CodeOf(err), Error: err.Error()})
 			return
@@ -310,7 +310,7 @@ func (s *Server) egressEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			if e.Seq > since+1 {
 				// The subscriber fell behind: fill the gap from the files.
-				evs, _ := s.egress.Events(id, since, 1000)
+				evs, _ := s.egress.Events(id.String(), since, 1000)
 				for _, g := range evs {
 					if g.Seq >= e.Seq {
 						break
@@ -370,10 +370,11 @@ func (s *Server) stageEgress(ctx context.Context, id string, spec *policy.Spec) 
 	if s.egress == nil {
 		return nil, errdefs.New(errdefs.CodeNotImplemented, "egress policies are not available on this hutchd")
 	}
-	if err := sandbox.ValidateID(id); err != nil {
+	sid, err := sandboxid.Parse(id)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := s.mgr.Get(ctx, id); err == nil {
+	if _, err := s.mgr.Get(ctx, sid); err == nil {
 		return nop, nil
 	}
 	if err := s.egress.Stage(ctx, id, *spec); err != nil {

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/hutchdev/hutch/errdefs"
-	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // EgressCA gives a sandbox's egress CA certificate (internal/egress/mitm).
@@ -23,12 +22,12 @@ func (s *Server) egressCAPEM(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, errdefs.New(errdefs.CodeNotImplemented, "egress interception is not enabled on this hutchd"), "egress.ca")
 		return
 	}
-	id := r.PathValue("id")
-	if err := sandbox.ValidateID(id); err != nil {
+	id, err := pathID(r)
+	if err != nil {
 		writeError(w, r, err, "egress.ca")
 		return
 	}
-	pem, err := s.egressCA.CACertPEM(r.Context(), id)
+	pem, err := s.egressCA.CACertPEM(r.Context(), id.String())
 	if err != nil {
 		writeError(w, r, err, "egress.ca")
 		return

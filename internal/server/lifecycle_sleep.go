@@ -47,7 +47,12 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, err, "sandbox.update")
 		return
 	}
-	info, err := s.mgr.Update(r.Context(), r.PathValue("id"), opts)
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.update")
+		return
+	}
+	info, err := s.mgr.Update(r.Context(), id, opts)
 	if err != nil {
 		writeError(w, r, err, "sandbox.update")
 		return
@@ -57,7 +62,12 @@ func (s *Server) updateSandbox(w http.ResponseWriter, r *http.Request) {
 
 // sleepSandbox is POST /v1/sandboxes/{id}/sleep: sleep now (idempotent).
 func (s *Server) sleepSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.mgr.Sleep(r.Context(), r.PathValue("id"))
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.sleep")
+		return
+	}
+	info, err := s.mgr.Sleep(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, "sandbox.sleep")
 		return
@@ -67,7 +77,12 @@ func (s *Server) sleepSandbox(w http.ResponseWriter, r *http.Request) {
 
 // wakeSandbox is POST /v1/sandboxes/{id}/wake: the same as start.
 func (s *Server) wakeSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.mgr.Start(r.Context(), r.PathValue("id"))
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.wake")
+		return
+	}
+	info, err := s.mgr.Start(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, "sandbox.wake")
 		return

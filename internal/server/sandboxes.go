@@ -4,7 +4,13 @@ import (
 	"net/http"
 
 	v1 "github.com/hutchdev/hutch/api/v1"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
+
+// pathID parses the {id} path value, the one place a sandbox ID from a path becomes a
+// sandboxid.ID. Errors: INVALID_SANDBOX_ID, RESERVED_SANDBOX_ID.
+func pathID(r *http.Request) (sandboxid.ID, error) { return sandboxid.Parse(r.PathValue("id")) }
 
 // createSandbox is get-or-create: 201 when created, 200 when it existed; running either way.
 func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
@@ -33,7 +39,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 		s.createFromSnapshot(w, r, req, opts, egressDone)
 		return
 	}
-	info, created, err := s.mgr.GetOrCreate(r.Context(), opts, nil)
+	opts.ID, err = sandboxid.Parse(req.ID)
+	var info sandbox.Info
+	created := false
+	if err == nil {
+		info, created, err = s.mgr.GetOrCreate(r.Context(), opts, nil)
+	}
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {
@@ -61,7 +72,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.mgr.Get(r.Context(), r.PathValue("id"))
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.get")
+		return
+	}
+	info, err := s.mgr.Get(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, "sandbox.get")
 		return
@@ -70,19 +86,27 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) destroySandbox(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if err := s.mgr.Destroy(r.Context(), id); err != nil {
+	id, err := pathID(r)
+	if err == nil {
+		err = s.mgr.Destroy(r.Context(), id)
+	}
+	if err != nil {
 		writeError(w, r, err, "sandbox.destroy")
 		return
 	}
 	if s.egress != nil {
-		s.egress.Forget(r.Context(), id)
+		s.egress.Forget(r.Context(), id.String())
 	}
-	writeJSON(w, http.StatusOK, v1.DestroySandboxResult{Success: true, ID: id})
+	writeJSON(w, http.StatusOK, v1.DestroySandboxResult{Success: true, ID: id.String()})
 }
 
 func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.mgr.Start(r.Context(), r.PathValue("id"))
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.start")
+		return
+	}
+	info, err := s.mgr.Start(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, "sandbox.start")
 		return
@@ -91,7 +115,12 @@ func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.mgr.Stop(r.Context(), r.PathValue("id"))
+	id, err := pathID(r)
+	if err != nil {
+		writeError(w, r, err, "sandbox.stop")
+		return
+	}
+	info, err := s.mgr.Stop(r.Context(), id)
 	if err != nil {
 		writeError(w, r, err, "sandbox.stop")
 		return

@@ -8,6 +8,7 @@ import (
 	v1 "github.com/hutchdev/hutch/api/v1"
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/snapshot"
 )
 
@@ -136,7 +137,13 @@ func (s *Server) createFromSnapshot(w http.ResponseWriter, r *http.Request, req 
 		return
 	}
 	opts.Image = "" // a snapshot brings its image (checked above)
-	info, created, err := s.snapshots.CreateSandbox(r.Context(), opts, req.Snapshot)
+	var err error
+	opts.ID, err = sandboxid.Parse(req.ID)
+	var info sandbox.Info
+	created := false
+	if err == nil {
+		info, created, err = s.snapshots.CreateSandbox(r.Context(), opts, req.Snapshot)
+	}
 	if err == nil {
 		err = egressDone(r.Context(), true)
 	} else {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agentapi"
-	"github.com/hutchdev/hutch/internal/sandbox"
 )
 
 // TerminalSubprotocol is the WebSocket subprotocol of terminals. A browser, which cannot set an
@@ -55,12 +54,13 @@ func (s *Server) killTerminal(w http.ResponseWriter, r *http.Request) {
 // connection holds the sandbox awake and its frames count as activity.
 func (s *Server) connectTerminal(w http.ResponseWriter, r *http.Request) {
 	const op = "terminal.connect"
-	id, tid := r.PathValue("id"), r.PathValue("tid")
+	tid := r.PathValue("tid")
 	if err := checkTerminalID(tid); err != nil {
 		writeError(w, r, err, op)
 		return
 	}
-	if err := sandbox.ValidateID(id); err != nil {
+	id, err := pathID(r)
+	if err != nil {
 		writeError(w, r, err, op)
 		return
 	}

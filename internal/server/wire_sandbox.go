@@ -60,7 +60,7 @@ func createOptions(req v1.CreateSandboxRequest) (sandbox.CreateOptions, error) {
 		return sandbox.CreateOptions{}, err
 	}
 	return sandbox.CreateOptions{
-		ID: req.ID, Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
+		Image: req.Image, InstanceType: req.InstanceType, EnvVars: req.EnvVars,
 		SleepAfter: d, KeepAlive: req.KeepAlive, SnapshotOnSleep: req.SnapshotOnSleep,
 		Runtime: req.Runtime,
 	}, nil

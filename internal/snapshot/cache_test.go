@@ -153,7 +153,7 @@ func TestForkIDs(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || len(got) != len(c.want) || (len(got) > 0 && got[0] != c.want[0]) {
+		if err != nil || len(got) != len(c.want) || (len(got) > 0 && got[0].String() != c.want[0]) {
 			t.Errorf("%+v: %v, %v; want %v", c.opts, got, err, c.want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // MaxForks is the most sandboxes one Fork call creates.
@@ -45,9 +46,6 @@ func (s *Service) prefetch(ctx context.Context, snap Snapshot) error {
 // says so). An existing sandbox is returned as it is, like any get-or-create. created reports
 // whether this call created it. Errors: those of Get and sandbox.Manager.GetOrCreate.
 func (s *Service) CreateSandbox(ctx context.Context, opts sandbox.CreateOptions, snapID string) (sandbox.Info, bool, error) {
-	if err := sandbox.ValidateID(opts.ID); err != nil {
-		return sandbox.Info{}, false, err
-	}
 	if info, err := s.cfg.Sandboxes.Get(ctx, opts.ID); err == nil {
 		return info, false, nil
 	}
@@ -112,13 +110,17 @@ type ForkResult struct {
 // 1–MaxForks, bad or duplicate IDs), SANDBOX_ALREADY_EXISTS (a target ID is taken), those
 // of Create and of sandbox creation.
 func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkResult, error) {
-	ids, err := forkIDs(id, opts)
+	sid, err := sandboxid.Parse(id)
+	if err != nil {
+		return ForkResult{}, err
+	}
+	ids, err := forkIDs(sid, opts)
 	if err != nil {
 		return ForkResult{}, err
 	}
 	for _, fid := range ids {
 		if _, err := s.cfg.Sandboxes.Get(ctx, fid); err == nil {
-			return ForkResult{}, errdefs.Newf(errdefs.CodeSandboxExists, "sandbox %q already exists", fid).With("id", fid)
+			return ForkResult{}, errdefs.Newf(errdefs.CodeSandboxExists, "sandbox %q already exists", fid).With("id", fid.String())
 		} else if !errdefs.IsCode(err, errdefs.CodeSandboxNotFound) {
 			return ForkResult{}, err
 		}
@@ -129,7 +131,11 @@ func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkRe
 		return ForkResult{}, err
 	}
 	res := ForkResult{Snapshot: snap, SnapshotMs: ms(time.Since(start))}
-	endJournal, err := s.beginFork(id, snap.ID, ids)
+	names := make([]string, len(ids))
+	for i, fid := range ids {
+		names[i] = fid.String()
+	}
+	endJournal, err := s.beginFork(id, snap.ID, names)
 	if err != nil {
 		return ForkResult{}, err
 	}
@@ -138,7 +144,7 @@ func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkRe
 	if err := s.prefetch(ctx, snap); err != nil {
 		return ForkResult{}, err
 	}
-	src, err := s.cfg.Sandboxes.Get(ctx, id)
+	src, err := s.cfg.Sandboxes.Get(ctx, sid)
 	if err != nil {
 		return ForkResult{}, err
 	}
@@ -155,7 +161,7 @@ func (s *Service) Fork(ctx context.Context, id string, opts ForkOptions) (ForkRe
 			info, made, err := s.cfg.Sandboxes.GetOrCreate(ctx, opts, nil)
 			created[i] = made
 			if err == nil && !made {
-				err = errdefs.Newf(errdefs.CodeSandboxExists, "sandbox %q already exists", fid).With("id", fid)
+				err = errdefs.Newf(errdefs.CodeSandboxExists, "sandbox %q already exists", fid).With("id", fid.String())
 			}
 			forks[i], errs[i] = Fork{Info: info, StartMillis: ms(time.Since(t))}, err
 		}()
@@ -185,10 +191,9 @@ func parseSleep(s string) time.Duration {
 	return d
 }
 
-func forkIDs(id string, opts ForkOptions) ([]string, error) {
-	if err := sandbox.ValidateID(id); err != nil {
-		return nil, err
-	}
+// forkIDs returns the IDs of the forks of sandbox id that opts ask for. Errors:
+// VALIDATION_FAILED (count, repeated IDs), INVALID_SANDBOX_ID, RESERVED_SANDBOX_ID.
+func forkIDs(id sandboxid.ID, opts ForkOptions) ([]sandboxid.ID, error) {
 	n := opts.Count
 	if n == 0 && len(opts.IDs) > 0 {
 		n = len(opts.IDs)
@@ -196,29 +201,32 @@ func forkIDs(id string, opts ForkOptions) ([]string, error) {
 	if n < 1 || n > MaxForks {
 		return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "count %d: want 1-%d forks", n, MaxForks).With("count", n)
 	}
-	ids := opts.IDs
-	if len(ids) > 0 {
-		if len(ids) != n {
-			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "%d ids for %d forks", len(ids), n)
+	names := opts.IDs
+	if len(names) > 0 {
+		if len(names) != n {
+			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "%d ids for %d forks", len(names), n)
 		}
 	} else {
 		prefix := opts.Prefix
 		if prefix == "" {
-			prefix = id + "-fork"
+			prefix = id.String() + "-fork"
 		}
 		for i := 1; i <= n; i++ {
-			ids = append(ids, prefix+"-"+strconv.Itoa(i))
+			names = append(names, prefix+"-"+strconv.Itoa(i))
 		}
 	}
-	seen := map[string]bool{id: true}
-	for _, fid := range ids {
-		if err := sandbox.ValidateID(fid); err != nil {
+	seen := map[sandboxid.ID]bool{id: true}
+	ids := make([]sandboxid.ID, 0, len(names))
+	for _, name := range names {
+		fid, err := sandboxid.Parse(name)
+		if err != nil {
 			return nil, err
 		}
 		if seen[fid] {
-			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "fork ID %q repeats (or is the sandbox's own)", fid).With("id", fid)
+			return nil, errdefs.Newf(errdefs.CodeInvalidArgument, "fork ID %q repeats (or is the sandbox's own)", fid).With("id", fid.String())
 		}
 		seen[fid] = true
+		ids = append(ids, fid)
 	}
 	return ids, nil
 }
@@ -228,10 +236,11 @@ func forkIDs(id string, opts ForkOptions) ([]string, error) {
 // started again (sandbox.Manager.ResetDisk). Its settings (env vars, instance type, sleep) and
 // exposed ports stay its own. Errors: those of Get, SANDBOX_NOT_FOUND, and the reset's.
 func (s *Service) Restore(ctx context.Context, id, snapID string) (sandbox.Info, error) {
-	if err := sandbox.ValidateID(id); err != nil {
+	sid, err := sandboxid.Parse(id)
+	if err != nil {
 		return sandbox.Info{}, err
 	}
-	if _, err := s.cfg.Sandboxes.Get(ctx, id); err != nil {
+	if _, err := s.cfg.Sandboxes.Get(ctx, sid); err != nil {
 		return sandbox.Info{}, err
 	}
 	snap, err := s.Get(ctx, snapID)
@@ -242,7 +251,7 @@ func (s *Service) Restore(ctx context.Context, id, snapID string) (sandbox.Info,
 		return sandbox.Info{}, err
 	}
 	defer s.sandboxLock(id)()
-	return s.cfg.Sandboxes.ResetDisk(ctx, id, sandbox.DiskSpec{
+	return s.cfg.Sandboxes.ResetDisk(ctx, sid, sandbox.DiskSpec{
 		Image: snap.Image.ID, ImageName: snap.Image.Name, Layers: snap.digests(), Snapshot: snap.ID,
 	})
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 )
 
 // The fork journal. A fork creates its sandboxes after its snapshot; a hutchd killed in
@@ -85,12 +87,17 @@ func (s *Service) RecoverForks(ctx context.Context) error {
 		}
 		failed := false
 		for _, id := range j.Forks {
-			info, err := s.cfg.Sandboxes.Get(ctx, id)
+			// The journal is a file on disk: its IDs are checked like any other.
+			sid, err := sandboxid.Parse(id)
+			var info sandbox.Info
+			if err == nil {
+				info, err = s.cfg.Sandboxes.Get(ctx, sid)
+			}
 			if errdefs.IsCode(err, errdefs.CodeSandboxNotFound) || (err == nil && info.Snapshot != j.Snapshot) {
 				continue // not made, or not this fork's
 			}
 			if err == nil {
-				err = s.cfg.Sandboxes.Destroy(ctx, id)
+				err = s.cfg.Sandboxes.Destroy(ctx, sid)
 			}
 			if err != nil {
 				failed = true

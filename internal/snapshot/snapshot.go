@@ -47,6 +47,7 @@ import (
 	"github.com/hutchdev/hutch/internal/idmap"
 	"github.com/hutchdev/hutch/internal/pzstd"
 	"github.com/hutchdev/hutch/internal/sandbox"
+	"github.com/hutchdev/hutch/internal/sandboxid"
 	"github.com/hutchdev/hutch/internal/store"
 )
 
@@ -190,13 +191,14 @@ type captured struct {
 // INVALID_SANDBOX_ID, SANDBOX_NOT_FOUND, SNAPSHOT_TOO_DEEP (the sandbox already has
 // sandbox.MaxLayers layers), SNAPSHOT_FAILED, blob store errors (NO_SPACE, UNAVAILABLE).
 func (s *Service) Create(ctx context.Context, sandboxID string) (Snapshot, error) {
-	if err := sandbox.ValidateID(sandboxID); err != nil {
+	sid, err := sandboxid.Parse(sandboxID)
+	if err != nil {
 		return Snapshot{}, err
 	}
 	defer s.sandboxLock(sandboxID)()
 	start := time.Now()
 	var c captured
-	err := s.cfg.Sandboxes.Capture(ctx, sandboxID, func(ctx context.Context, rec store.Sandbox, disk sandbox.Disk) error {
+	err = s.cfg.Sandboxes.Capture(ctx, sid, func(ctx context.Context, rec store.Sandbox, disk sandbox.Disk) error {
 		if len(rec.Layers) >= sandbox.MaxLayers {
 			return errdefs.Newf(errdefs.CodeSnapshotTooDeep, "sandbox %q already has %d layers, the most a disk may have", sandboxID, len(rec.Layers))
 		}
