@@ -20,6 +20,8 @@ def try_(f):
         return "ok"
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e.errno))
+    except ValueError:  # setrlimit's EPERM
+        return "EPERM"
 out = ["nice=%d" % os.getpriority(os.PRIO_PROCESS, 0), "oom=" + open("/proc/self/oom_score_adj").read().strip()]
 out.append("renice18=" + try_(lambda: os.setpriority(os.PRIO_PROCESS, 0, 18)))
 out.append("fifo=" + try_(lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))))
