@@ -217,6 +217,7 @@ func run(cfg config, log *slog.Logger) error {
 		Workdir: cfg.workdir, Env: os.Environ(), StateDir: cfg.stateDir, Version: version, Logger: log,
 		Shim:         []string{self, "shim", "--fds", "2", "--"},
 		TerminalShim: []string{self, "shim", "--"},
+		ToolShim:     []string{self, "shim", "--"},
 		ProcessDir:   cfg.processDir, ProcessLogBytes: cfg.processLogBytes, ProcessRetention: cfg.processRetention,
 		MemoryLimit: cfg.memoryLimit,
 		SessionFile: cfg.sessionFile,

@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hutchdev/hutch/errdefs"
 	"github.com/hutchdev/hutch/internal/agent/files"
+	"github.com/hutchdev/hutch/internal/agent/gitclone"
 	"github.com/hutchdev/hutch/internal/agentapi"
 	"github.com/hutchdev/hutch/internal/archive"
 	"github.com/hutchdev/hutch/internal/fserr"
@@ -49,7 +49,7 @@ func (s *Server) handleBackupArchive(w http.ResponseWriter, r *http.Request) err
 	}
 	opts := archive.Options{Excludes: req.Excludes}
 	if req.Gitignore {
-		paths, warning := gitIgnored(r.Context(), dir)
+		paths, warning := gitIgnored(r.Context(), dir, s.toolShim)
 		if warning != "" {
 			w.Header().Add(agentapi.HeaderWarning, warning)
 			s.log.InfoContext(r.Context(), "backup archive: gitignore not applied", "dir", dir, "warning", warning)
@@ -131,25 +131,26 @@ func checkDir(dir string) error {
 // paths and a warning.
 //
 // git runs the repository's configured programs (a core.fsmonitor hook runs on ls-files), so
-// it runs as the sandbox's code does: in a session of its own (never in the agent's process
-// group, which gVisor's guard does not kill: an fsmonitor hook that starts 200 busy loops
-// there silences the agent for good), with fsmonitor off, and its whole group killed at
-// the timeout.
-func gitIgnored(ctx context.Context, dir string) ([]string, string) {
+// it runs as the sandbox's code does (gitclone.Command): under shim (the argv prefix of
+// hutch-init's `shim --`, nil: directly), at the commands' nice and oom_score_adj, in a session
+// of its own (never in the agent's process group, which gVisor's guard does not kill: an
+// fsmonitor hook that starts 200 busy loops there silences the agent for good), with
+// fsmonitor off, and its whole group killed at the timeout.
+func gitIgnored(ctx context.Context, dir string, shim []string) ([]string, string) {
 	ctx, cancel := context.WithTimeout(ctx, gitTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "git", "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", dir,
+	cmd, err := gitclone.Command(ctx, shim, "-c", "safe.directory=*", "-c", "core.fsmonitor=false", "-C", dir,
 		"ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory")
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GIT_TERMINAL_PROMPT=0", "HOME=/root"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
 	if errors.Is(err, exec.ErrNotFound) {
 		return nil, "gitignore: git is not installed; nothing was excluded by .gitignore"
 	}
+	if err != nil {
+		return nil, "gitignore: " + err.Error() + "; nothing was excluded by .gitignore"
+	}
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "GIT_TERMINAL_PROMPT=0", "HOME=/root"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
 	if err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if strings.Contains(msg, "not a git repository") {

@@ -3,7 +3,9 @@ package agent
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,7 +16,10 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/reaper"
 	"github.com/hutchdev/hutch/internal/agentapi"
 )
 
@@ -183,5 +188,44 @@ func TestBackupGitignoreRunsNoHook(t *testing.T) {
 	}
 	if _, err := os.Stat(mark); err == nil {
 		t.Error("the repository's core.fsmonitor hook ran for the backup's git ls-files")
+	}
+}
+
+// TestBackupGitignoreRunsDemoted: a backup's git ls-files runs under the agent's tool shim, at
+// the commands' nice and oom_score_adj (it may run the repository's programs, and a huge work
+// tree costs much CPU). A wrapper first in the agent's PATH records what git was started at.
+func TestBackupGitignoreRunsDemoted(t *testing.T) {
+	real, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("git is not installed")
+	}
+	if n, err := unix.Getpriority(unix.PRIO_PROCESS, 0); err != nil || 20-n == reaper.CommandNice {
+		t.Skipf("the test runs at nice %d already (%v): a demotion could not be seen", 20-n, err)
+	}
+	shim := buildShimArgv(t)
+	shim = []string{shim[0], "shim", "--"}
+	repo := filepath.Join(t.TempDir(), "repo")
+	must(t, os.MkdirAll(repo, 0o755))
+	must(t, os.WriteFile(filepath.Join(repo, ".gitignore"), []byte("*.tmp\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(repo, "x.tmp"), []byte("x"), 0o644))
+	if out, err := exec.Command(real, "init", "-q", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	bin := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "prio")
+	wrapper := "#!/bin/sh\necho \"$(cut -d' ' -f19 /proc/$$/stat) $(cat /proc/$$/oom_score_adj)\" > " + mark + "\nexec " + real + " \"$@\"\n"
+	must(t, os.WriteFile(filepath.Join(bin, "git"), []byte(wrapper), 0o755))
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	paths, warning := gitIgnored(context.Background(), repo, shim)
+	if warning != "" || !slices.Equal(paths, []string{"x.tmp"}) {
+		t.Fatalf("gitIgnored = %q, %q; want [x.tmp]", paths, warning)
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatalf("the git wrapper did not run: %v", err)
+	}
+	if got, want := strings.Fields(string(b)), []string{fmt.Sprint(reaper.CommandNice), reaper.CommandOOMScoreAdj}; !slices.Equal(got, want) {
+		t.Errorf("git ls-files ran at nice and oom_score_adj %q; want %q", got, want)
 	}
 }

@@ -38,7 +38,7 @@ func (s *Server) handleGitCheckout(w http.ResponseWriter, r *http.Request) error
 	}
 	res, err := gitclone.Clone(r.Context(), gitclone.Options{
 		URL: req.RepoURL, Branch: req.Branch, Depth: req.Depth, TargetDir: target,
-		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Env: env, Dir: cloneDir(cwd),
+		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Env: env, Dir: cloneDir(cwd), Shim: s.toolShim,
 	})
 	if err != nil {
 		return err

@@ -64,6 +64,10 @@ type Config struct {
 	// TerminalShim is the argv prefix terminal shells are started under (hutch-init's
 	// `shim --`, passing no extra fds); nil starts the shell directly (tests).
 	TerminalShim []string
+	// ToolShim is the argv prefix the agent's own runs of git (git/checkout, a backup's
+	// gitignore listing) are started under (hutch-init's `shim --`), so that they run demoted
+	// like commands; nil runs git directly (tests).
+	ToolShim []string
 	// TerminalBufferBytes is the output ring buffer per terminal, in bytes (256 KiB–64 MiB);
 	// 0 means 1 MiB.
 	TerminalBufferBytes int
@@ -81,7 +85,8 @@ type Server struct {
 	workdir  string
 	version  string
 	log      *slog.Logger
-	router   *router // agentapi.Routes (routes.go)
+	router   *router  // agentapi.Routes (routes.go)
+	toolShim []string // Config.ToolShim
 }
 
 // New returns a Server, creating cfg.Workdir and cfg.StateDir.
@@ -130,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 		m.Close()
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	s := &Server{sessions: m, procs: procs, terms: terms, workdir: m.Workdir(), version: version, log: log}
+	s := &Server{sessions: m, procs: procs, terms: terms, workdir: m.Workdir(), version: version, log: log, toolShim: cfg.ToolShim}
 	// Code interpreter: one registered factory per language.
 	s.code = interp.NewManager(interp.Config{Logger: log})
 	s.code.Register("python", interp.NewPythonFactory(interp.PythonConfig{Workdir: s.workdir, Env: cfg.Env, Shim: cfg.Shim, Logger: log}))

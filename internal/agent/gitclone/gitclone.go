@@ -1,6 +1,7 @@
 // Package gitclone clones git repositories for the agent's git/checkout endpoint: it validates
-// the URL, runs `git clone` in its own process group with a timeout, and classifies failures
-// from git's stderr into stable error codes, with credentials in URLs redacted.
+// the URL, runs `git clone` in a session of its own, demoted like the sandbox's commands, with a
+// timeout, and classifies failures from git's stderr into stable error codes, with credentials
+// in URLs redacted. Command starts the agent's other git runs the same way.
 package gitclone
 
 import (
@@ -40,6 +41,9 @@ type Options struct {
 	Env []string
 	// Dir is git's working directory.
 	Dir string
+	// Shim is the argv prefix git runs under (hutch-init's `shim --`, see Command); nil runs
+	// git directly (tests).
+	Shim []string
 }
 
 // Result is a finished clone.
@@ -145,17 +149,14 @@ func Clone(ctx context.Context, opts Options) (Result, error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var stderr bytes.Buffer
-	cmd := exec.CommandContext(cctx, "git", args...)
+	cmd, err := Command(cctx, opts.Shim, args...)
+	if err != nil {
+		return Result{}, errdefs.Wrap(errdefs.CodeGitCloneFailed, err, "run git").With("repoUrl", Redact(opts.URL))
+	}
 	cmd.Dir = opts.Dir
 	cmd.Env = append(append([]string{}, opts.Env...), "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
 	cmd.Stderr = &stderr
-	// A session of its own, not only a group: git runs hooks (core.hooksPath may be set
-	// globally by the sandbox's root), and a process of the agent's session could join the
-	// agent's process group, which gVisor's guard does not kill.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
+	err = cmd.Run()
 	if err != nil {
 		if !existed {
 			os.RemoveAll(opts.TargetDir)
@@ -178,14 +179,39 @@ func Clone(ctx context.Context, opts Options) (Result, error) {
 	}
 	branch := opts.Branch
 	if branch == "" {
-		cmd := exec.CommandContext(ctx, "git", "-c", "core.fsmonitor=false", "-C", opts.TargetDir, "branch", "--show-current")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		out, err := cmd.Output()
-		if err == nil {
-			branch = strings.TrimSpace(string(out))
+		if cmd, err := Command(ctx, opts.Shim, "-c", "core.fsmonitor=false", "-C", opts.TargetDir, "branch", "--show-current"); err == nil {
+			if out, err := cmd.Output(); err == nil {
+				branch = strings.TrimSpace(string(out))
+			}
 		}
 	}
 	return Result{Branch: branch}, nil
+}
+
+// Command returns git (found in the agent's PATH) with args, to run as the sandbox's commands
+// run, since git runs code of the repository and of the sandbox (hooks, filters, fsmonitor,
+// credential helpers) and a large repository costs much CPU and memory:
+//   - under shim, the argv prefix of hutch-init's `shim --` (nil: git directly), which
+//     starts it at nice 19 and oom_score_adj 500 (reaper.CommandNice, reaper.CommandOOMScoreAdj)
+//     so that it cannot starve the agent and the OOM killer picks it before the agent;
+//   - in a session of its own, not only a group: a process of the agent's session could join
+//     the agent's process group, which gVisor's guard does not kill;
+//   - and when ctx ends, its whole process group is SIGKILLed, and Wait gives up on its
+//     output 5 s later.
+//
+// The caller sets Dir, Env and the output. The error wraps exec.ErrNotFound when git is not
+// installed.
+func Command(ctx context.Context, shim []string, args ...string) (*exec.Cmd, error) {
+	git, err := exec.LookPath("git")
+	if err != nil {
+		return nil, fmt.Errorf("git: %w", err)
+	}
+	argv := append(append(append([]string{}, shim...), git), args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+	return cmd, nil
 }
 
 // Classify maps git's stderr to an error code.

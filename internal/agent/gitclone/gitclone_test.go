@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hutchdev/hutch/errdefs"
+	"github.com/hutchdev/hutch/internal/agent/reaper"
 )
 
 func TestValidateURL(t *testing.T) {
@@ -169,5 +171,64 @@ func TestCloneHooksRunApart(t *testing.T) {
 	own, _ := unix.Getsid(0)
 	if sid == own || pgrp == syscall.Getpgrp() {
 		t.Errorf("the hook ran in session %d, group %d: the agent's are %d, %d", sid, pgrp, own, syscall.Getpgrp())
+	}
+}
+
+// TestCloneRunsDemoted: under the agent's shim, git and what it runs (a hook here; filters,
+// credential helpers and fsmonitor alike) run at the commands' nice and oom_score_adj, not at
+// the agent's, for the clone and for the branch lookup after it.
+func TestCloneRunsDemoted(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+	if n, err := unix.Getpriority(unix.PRIO_PROCESS, 0); err != nil || 20-n == reaper.CommandNice {
+		t.Skipf("the test runs at nice %d already (%v): a demotion could not be seen", 20-n, err)
+	}
+	bin := filepath.Join(t.TempDir(), "hutch-init")
+	build := exec.Command("go", "build", "-o", bin, "github.com/hutchdev/hutch/cmd/hutch-init")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Skipf("cannot build hutch-init: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "trunk", src},
+		{"-C", src, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	hooks := filepath.Join(dir, "hooks")
+	if err := os.MkdirAll(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "hook-prio")
+	// Field 19 of /proc/<pid>/stat is the nice value (the command name "(sh)" has no space).
+	hook := "#!/bin/sh\necho \"$(cut -d' ' -f19 /proc/$$/stat) $(cat /proc/$$/oom_score_adj)\" > " + mark + "\n"
+	if err := os.WriteFile(filepath.Join(hooks, "post-checkout"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	global := filepath.Join(dir, "gitconfig")
+	if err := os.WriteFile(global, []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Clone(context.Background(), Options{
+		URL: "file://" + src, TargetDir: filepath.Join(dir, "clone"), Dir: dir, Shim: []string{bin, "shim", "--"},
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_GLOBAL=" + global},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Branch != "trunk" {
+		t.Errorf("branch %q; want trunk (git branch --show-current under the shim)", res.Branch)
+	}
+	b, err := os.ReadFile(mark)
+	if err != nil {
+		t.Fatalf("the hook did not run: %v", err)
+	}
+	if got, want := strings.Fields(string(b)), []string{fmt.Sprint(reaper.CommandNice), reaper.CommandOOMScoreAdj}; !slices.Equal(got, want) {
+		t.Errorf("the clone's hook ran at nice and oom_score_adj %q; want %q", got, want)
 	}
 }

@@ -178,10 +178,22 @@ func (b Builder) Build(s runtime.Spec) (*specs.Spec, error) {
 	return spec, nil
 }
 
-// rlimits are PID 1's resource limits: RLIMIT_NOFILE, and RLIMIT_MSGQUEUE and
+// rlimits are PID 1's resource limits, inherited by every process of the sandbox:
+// RLIMIT_NOFILE; RLIMIT_NICE and RLIMIT_RTPRIO at 0, soft and hard; and RLIMIT_MSGQUEUE and
 // RLIMIT_SIGPENDING when probed (a Host without them keeps the runtime's own).
+//
+// RLIMIT_NICE 0 lets no process lower its nice value (raise its CPU priority) and
+// RLIMIT_RTPRIO 0 lets none take a real-time scheduling class; without CAP_SYS_NICE (never in
+// Capabilities) these limits are all that decide, and hutchd's own limits, which the sandbox
+// would otherwise inherit through the runtime, may be higher (a service manager's LimitNICE).
+// So commands stay below the agent (they run at nice 19). Raising a hard limit needs
+// CAP_SYS_RESOURCE, which the sandbox lacks.
 func (b Builder) rlimits() []specs.POSIXRlimit {
-	rl := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: b.Host.NoFile, Soft: b.Host.NoFile}}
+	rl := []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Hard: b.Host.NoFile, Soft: b.Host.NoFile},
+		{Type: "RLIMIT_NICE", Hard: 0, Soft: 0},
+		{Type: "RLIMIT_RTPRIO", Hard: 0, Soft: 0},
+	}
 	if b.Host.MsgQueue > 0 {
 		rl = append(rl, specs.POSIXRlimit{Type: "RLIMIT_MSGQUEUE", Hard: b.Host.MsgQueue, Soft: b.Host.MsgQueue})
 	}

@@ -41,6 +41,7 @@ func TestBuildSpec(t *testing.T) {
 		t.Errorf("noNewPrivileges %v oomScoreAdj %v", spec.Process.NoNewPrivileges, spec.Process.OOMScoreAdj)
 	}
 	wantRL := []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 4096, Soft: 4096},
+		{Type: "RLIMIT_NICE", Hard: 0, Soft: 0}, {Type: "RLIMIT_RTPRIO", Hard: 0, Soft: 0},
 		{Type: "RLIMIT_MSGQUEUE", Hard: 1000, Soft: 1000}, {Type: "RLIMIT_SIGPENDING", Hard: 100, Soft: 100}}
 	if rl := spec.Process.Rlimits; !slices.Equal(rl, wantRL) {
 		t.Errorf("rlimits = %+v, want %+v", rl, wantRL)

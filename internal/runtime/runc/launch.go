@@ -34,6 +34,8 @@ var rlimitTypes = map[string]int{
 	"RLIMIT_MEMLOCK":    unix.RLIMIT_MEMLOCK,
 	"RLIMIT_CORE":       unix.RLIMIT_CORE,
 	"RLIMIT_STACK":      unix.RLIMIT_STACK,
+	"RLIMIT_NICE":       unix.RLIMIT_NICE,
+	"RLIMIT_RTPRIO":     unix.RLIMIT_RTPRIO,
 }
 
 // run runs cmd to its end as l says.
