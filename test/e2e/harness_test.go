@@ -141,8 +141,7 @@ func requireEnv(t *testing.T) {
 // host-wide count (file descriptors, runc containers, loop devices, network namespaces, the
 // host's free space, hutchd's log size) and is not CPU-sensitive calls it. Go runs the parallel
 // tests after every other one has ended, so the containment, memory-guard and restart tests
-// still have the daemon and the CPUs alone (TestContainment's two runtime halves share them
-// only with each other). Most of an end-to-end test's time is spent waiting
+// still have the daemon and the CPUs alone. Most of an end-to-end test's time is spent waiting
 // on sandboxes, not computing, which is what running them side by side saves.
 func parallel(t *testing.T) {
 	t.Helper()
