@@ -128,35 +128,11 @@ func TestCloneHooksRunApart(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("git not installed")
 	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src")
-	for _, args := range [][]string{
-		{"init", "-q", src},
-		{"-C", src, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	hooks := filepath.Join(dir, "hooks")
-	if err := os.MkdirAll(hooks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mark := filepath.Join(dir, "hook-ids")
 	// Field 5 of /proc/self/stat is the process group, 6 the session (the command name "(sh)"
 	// has no space).
-	hook := "#!/bin/sh\nread -r pid comm state ppid pgrp sid rest < /proc/$$/stat\necho \"$pgrp $sid\" > " + mark + "\n"
-	if err := os.WriteFile(filepath.Join(hooks, "post-checkout"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	global := filepath.Join(dir, "gitconfig")
-	if err := os.WriteFile(global, []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	_, err := Clone(context.Background(), Options{
-		URL: "file://" + src, TargetDir: filepath.Join(dir, "clone"), Dir: dir,
-		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_GLOBAL=" + global},
-	})
+	r := repoWithHook(t, "", "read -r pid comm state ppid pgrp sid rest < /proc/$$/stat\necho \"$pgrp $sid\"")
+	mark := r.mark
+	_, err := Clone(context.Background(), r.options(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,34 +166,10 @@ func TestCloneRunsDemoted(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Skipf("cannot build hutch-init: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "src")
-	for _, args := range [][]string{
-		{"init", "-q", "-b", "trunk", src},
-		{"-C", src, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
-	} {
-		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v %s", args, err, out)
-		}
-	}
-	hooks := filepath.Join(dir, "hooks")
-	if err := os.MkdirAll(hooks, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mark := filepath.Join(dir, "hook-prio")
 	// Field 19 of /proc/<pid>/stat is the nice value (the command name "(sh)" has no space).
-	hook := "#!/bin/sh\necho \"$(cut -d' ' -f19 /proc/$$/stat) $(cat /proc/$$/oom_score_adj)\" > " + mark + "\n"
-	if err := os.WriteFile(filepath.Join(hooks, "post-checkout"), []byte(hook), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	global := filepath.Join(dir, "gitconfig")
-	if err := os.WriteFile(global, []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, err := Clone(context.Background(), Options{
-		URL: "file://" + src, TargetDir: filepath.Join(dir, "clone"), Dir: dir, Shim: []string{bin, "shim", "--"},
-		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GIT_CONFIG_GLOBAL=" + global},
-	})
+	r := repoWithHook(t, "trunk", `echo "$(cut -d' ' -f19 /proc/$$/stat) $(cat /proc/$$/oom_score_adj)"`)
+	mark := r.mark
+	res, err := Clone(context.Background(), r.options([]string{bin, "shim", "--"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +182,51 @@ func TestCloneRunsDemoted(t *testing.T) {
 	}
 	if got, want := strings.Fields(string(b)), []string{fmt.Sprint(reaper.CommandNice), reaper.CommandOOMScoreAdj}; !slices.Equal(got, want) {
 		t.Errorf("the clone's hook ran at nice and oom_score_adj %q; want %q", got, want)
+	}
+}
+
+// hookRepo is a local repository to clone, and a global git config whose post-checkout hook
+// writes what its script prints to mark.
+type hookRepo struct {
+	dir, src, global, mark string
+}
+
+// repoWithHook makes a hookRepo with one empty commit on branch (git's default when ""), whose
+// hook runs script (sh) and writes its output to the mark file.
+func repoWithHook(t *testing.T, branch, script string) hookRepo {
+	t.Helper()
+	dir := t.TempDir()
+	r := hookRepo{dir: dir, src: filepath.Join(dir, "src"), global: filepath.Join(dir, "gitconfig"), mark: filepath.Join(dir, "hook-out")}
+	initArgs := []string{"init", "-q", r.src}
+	if branch != "" {
+		initArgs = []string{"init", "-q", "-b", branch, r.src}
+	}
+	for _, args := range [][]string{
+		initArgs,
+		{"-C", r.src, "-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x"},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	hooks := filepath.Join(dir, "hooks")
+	if err := os.MkdirAll(hooks, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hook := "#!/bin/sh\n{\n" + script + "\n} > " + r.mark + "\n"
+	if err := os.WriteFile(filepath.Join(hooks, "post-checkout"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(r.global, []byte("[core]\n\thooksPath = "+hooks+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// options clones the repository into dir/clone with the hook's config, under shim when set.
+func (r hookRepo) options(shim []string) Options {
+	return Options{
+		URL: "file://" + r.src, TargetDir: filepath.Join(r.dir, "clone"), Dir: r.dir, Shim: shim,
+		Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + r.dir, "GIT_CONFIG_GLOBAL=" + r.global},
 	}
 }
