@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,8 +83,10 @@ func TestPythonKernel(t *testing.T) {
 		t.Fatalf("display: %+v", evs)
 	}
 	evs, _ = collect(t, k, "import os\nprint(os.getcwd(), os.environ['HUTCH_T'])\nos.system('echo child; echo childerr >&2')")
-	if got := text(evs, EventStdout); got != dir+" v1\nchild\n" {
-		t.Fatalf("stdout %q", got)
+	// The print reaches the agent on the driver's event channel and the child's output on fd 1:
+	// their order is not kept (docs/ARCHITECTURE.md, code contexts), only that both arrive.
+	if got := strings.Split(strings.TrimSuffix(text(evs, EventStdout), "\n"), "\n"); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values([]string{dir + " v1", "child"}))) {
+		t.Fatalf("stdout lines %q; want %q and %q in either order", got, dir+" v1", "child")
 	}
 	if got := text(evs, EventStderr); got != "childerr\n" {
 		t.Fatalf("stderr %q", got)
