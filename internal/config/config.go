@@ -518,7 +518,7 @@ func lowerUpstreams(in map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(in))
 	given := map[string][]string{}
 	for name, addr := range in {
-		low := strings.ToLower(name)
+		low := asciiLower(name)
 		out[low] = addr
 		given[low] = append(given[low], name)
 	}
@@ -530,6 +530,44 @@ func lowerUpstreams(in map[string]string) (map[string]string, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// asciiLower is s with A-Z lowercased and nothing else changed: strings.ToLower would also
+// fold characters such as the Kelvin sign (U+212A) to ASCII letters, so a name the grammar
+// refuses would pass as another.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// numericLabel reports whether label is a number as a resolver reads an IPv4 address's
+// parts: decimal digits, or 0x and hex digits ("127.1", "2130706433" and "0x7f000001" are
+// addresses to inet_aton and to browsers).
+func numericLabel(label string) bool {
+	digits := label
+	if len(label) > 2 && (label[:2] == "0x" || label[:2] == "0X") {
+		digits = label[2:]
+		for _, r := range digits {
+			if !strings.ContainsRune("0123456789abcdefABCDEF", r) {
+				return false
+			}
+		}
+		return true
+	}
+	if digits == "" {
+		return false
+	}
+	for _, r := range digits {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // quoteAll is names quoted, joined by ", " and a final " and ".
@@ -546,8 +584,9 @@ func quoteAll(names []string) string {
 
 // checkUpstreamName checks an upstream's name (lowercased): a DNS host name of at most 253
 // characters, labels of 1 to 63 characters separated by dots, each of a-z, 0-9, "-" and "_",
-// neither starting nor ending with "-"; no trailing dot, and not an IP address (sandboxes
-// reach upstreams by name).
+// neither starting nor ending with "-"; no trailing dot, not an IP address, and not ending
+// in a numeric label, which resolvers read as IPv4 ("127.1"; sandboxes reach upstreams by
+// name).
 func checkUpstreamName(name string) error {
 	const want = "want a host name: dot-separated labels of a-z, 0-9, - and _"
 	if name == "" || len(name) > 253 {
@@ -555,6 +594,9 @@ func checkUpstreamName(name string) error {
 	}
 	if _, err := netip.ParseAddr(name); err == nil {
 		return fmt.Errorf("name is an IP address: %s", want)
+	}
+	if labels := strings.Split(name, "."); numericLabel(labels[len(labels)-1]) {
+		return fmt.Errorf("name %q ends in a number, which resolvers read as an IPv4 address: %s", name, want)
 	}
 	for _, label := range strings.Split(name, ".") {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {

@@ -94,7 +94,7 @@ func decodeValue(path string, raw json.RawMessage, v reflect.Value) error {
 		return nil
 	case reflect.Slice:
 		if firstByte(raw) != '[' {
-			return fmt.Errorf("%s: want a list, got %s", pathOrTop(path), clipBytes(raw, 40))
+			return fmt.Errorf("%s: want a list, got %s", pathOrTop(path), jsonKind(raw))
 		}
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
@@ -121,7 +121,7 @@ func decodeScalar(path string, raw json.RawMessage, v reflect.Value) error {
 			if _, text := v.Addr().Interface().(encoding.TextUnmarshaler); text {
 				want = "a string"
 			}
-			return fmt.Errorf("%s: want %s, got %s", pathOrTop(path), want, clipBytes(raw, 40))
+			return fmt.Errorf("%s: want %s, got %s", pathOrTop(path), want, jsonKind(raw))
 		}
 		return fmt.Errorf("%s: %w", pathOrTop(path), err)
 	}
@@ -138,7 +138,7 @@ type member struct {
 // is an error (encoding/json would keep the last silently).
 func objectMembers(path string, raw json.RawMessage) ([]member, error) {
 	if firstByte(raw) != '{' {
-		return nil, fmt.Errorf("%s: want an object, got %s", pathOrTop(path), clipBytes(raw, 40))
+		return nil, fmt.Errorf("%s: want an object, got %s", pathOrTop(path), jsonKind(raw))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if _, err := dec.Token(); err != nil { // the '{'
@@ -222,6 +222,25 @@ func position(b []byte, off int) (line, col int) {
 	line = 1 + bytes.Count(before, []byte("\n"))
 	col = off - bytes.LastIndexByte(before, '\n') - 1
 	return line, col
+}
+
+// jsonKind names the kind of JSON value raw holds, for a type error that must not echo the
+// value: a setting may be a credential (s3SecretKey, a handler's signingSecret).
+func jsonKind(raw json.RawMessage) string {
+	switch firstByte(raw) {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
 }
 
 // clipBytes is b, cut to n bytes with a marker, for an error message.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hutchdev/hutch/errdefs"
 )
 
 // loadFile loads a config file of content text, with no flags or variables.
@@ -34,10 +36,10 @@ func TestConfigFileStrict(t *testing.T) {
 		{"miscased nested key", `{"egressHandlers": {"h1": {"URL": "https://h.example", "signingSecret": "S"}}}`, `egressHandlers["h1"].URL: unknown key; keys are case-sensitive: did you mean "url"?`},
 		{"unknown nested key", `{"egressHandlers": {"h1": {"url": "https://h.example", "secret": "S"}}}`, `egressHandlers["h1"].secret: unknown key`},
 		{"key twice", `{"listen": "127.0.0.1:1", "listen": "127.0.0.1:2"}`, "listen: key given twice"},
-		{"wrong type nested", `{"egressHandlers": {"h1": {"url": "https://h.example", "signingSecret": 5}}}`, `egressHandlers["h1"].signingSecret: want a string, got 5`},
-		{"wrong type in list", `{"denyRanges": ["10.0.0.0/8", 7]}`, "denyRanges[1]: want a string, got 7"},
-		{"not a list", `{"denyRanges": "10.0.0.0/8"}`, `denyRanges: want a list, got "10.0.0.0/8"`},
-		{"not an integer", `{"dnsPort": 53.5}`, "dnsPort: want an integer, got 53.5"},
+		{"wrong type nested", `{"egressHandlers": {"h1": {"url": "https://h.example", "signingSecret": 5}}}`, `egressHandlers["h1"].signingSecret: want a string, got a number`},
+		{"wrong type in list", `{"denyRanges": ["10.0.0.0/8", 7]}`, "denyRanges[1]: want a string, got a number"},
+		{"not a list", `{"denyRanges": "10.0.0.0/8"}`, "denyRanges: want a list, got a string"},
+		{"not an integer", `{"dnsPort": 53.5}`, "dnsPort: want an integer, got a number"},
 		{"bad duration", `{"stopGrace": "5 sec"}`, "stopGrace: "},
 		{"bad switch", `{"userns": "maybe"}`, "userns: "},
 	} {
@@ -129,7 +131,44 @@ func TestDecodeTextValue(t *testing.T) {
 	if err := decodeValue("", []byte(`{"p": "10.0.0.0/8"}`), reflect.ValueOf(&v).Elem()); err != nil || v.P.String() != "10.0.0.0/8" {
 		t.Fatalf("decode: %v, %v", v.P, err)
 	}
-	if err := decodeValue("", []byte(`{"p": 5}`), reflect.ValueOf(&v).Elem()); err == nil || !strings.Contains(err.Error(), "p: want a string, got 5") {
+	if err := decodeValue("", []byte(`{"p": 5}`), reflect.ValueOf(&v).Elem()); err == nil || !strings.Contains(err.Error(), "p: want a string, got a number") {
 		t.Fatalf("decode 5: %v; want an error naming p", err)
+	}
+}
+
+// TestConfigErrorsHideValues: a type error names the setting and the kind of value it got,
+// never the value, which may be a credential.
+func TestConfigErrorsHideValues(t *testing.T) {
+	for _, file := range []string{
+		`{"s3SecretKey": ["wJalrXUtnFEMIK7MDENG"]}`,
+		`{"s3AccessKey": {"k": "wJalrXUtnFEMIK7MDENG"}}`,
+		`{"egressHandlers": {"h1": {"url": "https://h.example", "signingSecret": ["wJalrXUtnFEMIK7MDENG"]}}}`,
+	} {
+		_, err := loadFile(t, file)
+		if err == nil || strings.Contains(err.Error(), "wJalrXUtnFEMIK7MDENG") {
+			t.Errorf("Load(%s) = %v; want an error without the value", file, err)
+		}
+	}
+}
+
+// TestUpstreamNameTricks: names that fold or resolve to something else are refused, from the
+// file and from the flags alike.
+func TestUpstreamNameTricks(t *testing.T) {
+	for _, tc := range []struct{ name string }{
+		{"\u212a8s.internal"}, // Kelvin sign: strings.ToLower makes it "k8s.internal"
+		{"127.1"}, {"2130706433"}, {"0x7f000001"}, {"10.1.1"}, {"git.0x1F"},
+	} {
+		if _, err := Load([]string{"--upstream", tc.name + "=127.0.0.1:80"}, env(nil)); !errdefs.IsCode(err, errdefs.CodeInvalidArgument) {
+			t.Errorf("--upstream %q: %v; want VALIDATION_FAILED", tc.name, err)
+		}
+	}
+	for _, ok := range []string{"git.internal", "api.v2.example", "x1.example", "0x.example"} {
+		if _, err := Load([]string{"--upstream", ok + "=127.0.0.1:80"}, env(nil)); err != nil {
+			t.Errorf("--upstream %q: %v; want it accepted", ok, err)
+		}
+	}
+	_, err := Load([]string{"--upstream", "Git.internal=127.0.0.1:80", "--upstream", "git.internal=127.0.0.1:81"}, env(nil))
+	if !errdefs.IsCode(err, errdefs.CodeInvalidArgument) || !strings.Contains(err.Error(), "same host") {
+		t.Errorf("two flags naming one upstream: %v; want VALIDATION_FAILED naming both", err)
 	}
 }

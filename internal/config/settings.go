@@ -351,14 +351,21 @@ func (s setting) fromLists(c *Config, getenv func(string) string, f *flagValue) 
 	return s.list(c, items)
 }
 
-// addUpstreams adds name=ip:port items to c.Upstreams (names lowercased).
+// addUpstreams adds name=ip:port items to c.Upstreams (names lowercased, ASCII only). A name
+// given twice among the items, in any case, is an error: one of the two would win silently.
 func addUpstreams(c *Config, items []string) error {
+	given := map[string]string{}
 	for _, u := range items {
 		name, addr, ok := strings.Cut(strings.TrimSpace(u), "=")
 		if !ok {
 			return errdefs.Newf(errdefs.CodeInvalidArgument, "upstream %q: want name=ip:port", u)
 		}
-		c.Upstreams[strings.ToLower(name)] = addr
+		low := asciiLower(name)
+		if first, dup := given[low]; dup {
+			return errdefs.Newf(errdefs.CodeInvalidArgument, "upstreams %q and %q name the same host %q (names are case-insensitive)", first, name, low)
+		}
+		given[low] = name
+		c.Upstreams[low] = addr
 	}
 	return nil
 }
