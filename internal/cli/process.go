@@ -56,7 +56,7 @@ awaited first. The ID is printed before waiting; a failed wait (the process exit
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.id, "id", "", "process ID (1-128 of [A-Za-z0-9_.-], first not a dot; default: proc_<ms>_<random>)")
+	fl.StringVar(&f.id, "id", "", "process ID (1-128 of [A-Za-z0-9_.-], starting with a letter, digit or _, not kill-all or list; default: proc_<ms>_<random>)")
 	fl.StringVarP(&f.session, "session", "s", "", "session whose cwd and environment the process starts with (default: the default session)")
 	fl.StringVarP(&f.cwd, "cwd", "w", "", "working directory of the process (default: the session's)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable K=V of the process (repeatable)")

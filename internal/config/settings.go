@@ -33,7 +33,7 @@ type setting struct {
 }
 
 // settings are hutchd's configuration settings. Their flags and variables use the
-// conventions of README "Configuration": a string, number or duration flag that is empty or 0
+// conventions of docs/ARCHITECTURE.md "Configuration": a string, number or duration flag that is empty or 0
 // leaves the setting as it is; "on"/"off" settings are Switch.
 var settings = []setting{
 	{field: func(c *Config) any { return &c.StateDir }, json: "stateDir", flag: "state-dir", env: "HUTCH_STATE_DIR", def: "/var/lib/hutch",

@@ -406,7 +406,8 @@ func (e *Enforcer) victim() (_ candidate, held int64, _ bool) {
 		if e.Self != "" && e.Server != 0 && ppid == e.Server {
 			// The shims are non-dumpable (hutch-init's nondumpable), so their exe link is
 			// refused to the agent, which lacks CAP_SYS_PTRACE: a refused link of a child of
-			// the server is a shim too. Besides shims the server starts only git.
+			// the server is a shim too. git also runs under a shim (gitclone.Command), so git itself
+			// is a shim's child and counted like any command.
 			exe, err := os.Readlink(filepath.Join(dir, "exe"))
 			if (err == nil && exe == e.Self) || errors.Is(err, fs.ErrPermission) {
 				continue
