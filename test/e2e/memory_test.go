@@ -31,7 +31,7 @@ func requireCheckpoint(t *testing.T) {
 	}
 }
 
-// TestMemorySnapshot is issue 8's memory snapshot scenario on a gVisor sandbox: a Python
+// TestMemorySnapshot is the memory snapshot scenario on a gVisor sandbox: a Python
 // context with a variable, a counter process, a shell session's state, an open terminal and a
 // dev server behind a preview URL; the sandbox sleeps with its memory (sleepMode "memory")
 // and wakes where it was: the variable is still set, the counter continued from where it
