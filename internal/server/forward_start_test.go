@@ -3,9 +3,6 @@ package server
 import (
 	"context"
 	"database/sql"
-	"log/slog"
-	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,18 +35,7 @@ func TestStoppedStartFailsUncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	agent := filepath.Join(dir, "agent-binary")
-	if err := os.WriteFile(agent, []byte("not run here"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := sandbox.New(sandbox.Config{StateDir: filepath.Join(dir, "state"), AgentBinary: agent},
-		slog.New(slog.DiscardHandler), sandbox.Deps{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(mgr.Close)
-	srv := httptest.NewServer(New(slog.New(slog.DiscardHandler), Deps{Token: testToken, Manager: mgr, Version: "test"}))
-	t.Cleanup(srv.Close)
+	srv := storeServer(t, dir, st)
 
 	code, m := call(t, srv, "POST", "/v1/sandboxes/sb1/execute", `{"command":"true"}`)
 	msg, _ := m["message"].(string)

@@ -28,6 +28,13 @@ func sleepServer(t *testing.T) *httptest.Server {
 	if _, err := st.Insert(ctx, store.Sandbox{ID: "sb1", Status: "sleeping", InstanceType: "lite"}); err != nil {
 		t.Fatal(err)
 	}
+	return storeServer(t, dir, st)
+}
+
+// storeServer is a real Server over a real sandbox.Manager on store st, its state under dir,
+// with an agent binary that is never run.
+func storeServer(t *testing.T, dir string, st *store.Store) *httptest.Server {
+	t.Helper()
 	agent := filepath.Join(dir, "agent-binary")
 	if err := os.WriteFile(agent, []byte("not run here"), 0o755); err != nil {
 		t.Fatal(err)
